@@ -6,7 +6,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
-using namespace mlir::spark;
+using namespace spark;
 
 #include "spark/Dialect/SparkDialect.cpp.inc"
 #include "spark/Dialect/SparkEnums.cpp.inc"

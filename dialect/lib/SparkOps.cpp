@@ -6,7 +6,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
-using namespace mlir::spark;
+using namespace spark;
 
 namespace {
 

@@ -11,7 +11,7 @@ int main(int argc, char **argv) {
   mlir::registerSymbolDCEPass();
 
   mlir::DialectRegistry registry;
-  registry.insert<mlir::spark::SparkDialect, mlir::func::FuncDialect>();
+  registry.insert<spark::SparkDialect, mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "spark optimizer driver\n", registry));
 }

@@ -24,7 +24,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Spark_Dialect : Dialect {
   let name = "spark";
-  let cppNamespace = "::mlir::spark";
+  let cppNamespace = "::spark";
   let summary = "Ops of one Spark-X2.5 hybrid-attention decoder step";
   let description = [{
     The `spark` dialect expresses the function of the Spark-X2.5 spec
@@ -44,7 +44,7 @@ def Spark_AttentionKind : I32EnumAttr<"AttentionKind", "attention layer kind", [
     I32EnumAttrCase<"Sliding", 0, "sliding">,
     I32EnumAttrCase<"Full", 1, "full">
   ]> {
-  let cppNamespace = "::mlir::spark";
+  let cppNamespace = "::spark";
   let genSpecializedAttr = 0;
 }
 def Spark_AttentionKindAttr
@@ -54,7 +54,7 @@ def Spark_CacheLayout : I32EnumAttr<"CacheLayout", "key/value cache layout", [
     I32EnumAttrCase<"Linear", 0, "linear">,
     I32EnumAttrCase<"Ring", 1, "ring">
   ]> {
-  let cppNamespace = "::mlir::spark";
+  let cppNamespace = "::spark";
   let genSpecializedAttr = 0;
 }
 def Spark_CacheLayoutAttr
@@ -96,7 +96,7 @@ class Spark_WeightUserOp<string mnemonic, list<Trait> traits = []>
 // Weights
 //===----------------------------------------------------------------------===//
 
-def Spark_WeightOp : Spark_Op<"weight", [Symbol, HasParent<"ModuleOp">]> {
+def Spark_WeightOp : Spark_Op<"weight", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   let summary = "declares a named weight tensor of the checkpoint";
   let description = [{
     Declares a weight by its checkpoint name, static shape and stored element

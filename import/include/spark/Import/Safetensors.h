@@ -1,0 +1,72 @@
+//===- Safetensors.h - mmap'd, fully validated safetensors files ----------===//
+//
+// A safetensors file is an 8-byte little-endian header length N, N bytes of
+// JSON mapping tensor names to {dtype, shape, data_offsets}, then the data.
+// Opening maps the file read-only and validates the whole header; tensor data
+// is never copied.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SPARK_IMPORT_SAFETENSORS_H
+#define SPARK_IMPORT_SAFETENSORS_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spark {
+
+enum class DType { F32, F16, BF16 };
+
+llvm::StringRef dtypeName(DType dtype); // "F32", "F16", "BF16"
+size_t dtypeSize(DType dtype);
+
+/// One tensor inside a mapped safetensors file.
+struct TensorView {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  /// Start of the data in the mapping; not necessarily aligned.
+  const uint8_t *data = nullptr;
+  uint64_t bytes = 0;
+  /// Offset of the data from the start of the file.
+  uint64_t fileOffset = 0;
+  /// The file that holds it.
+  std::string path;
+
+  int64_t numElements() const;
+  /// Element i widened to float.
+  float element(int64_t i) const;
+};
+
+class SafetensorsFile {
+public:
+  /// Maps `path` and validates its header: length inside the file, JSON,
+  /// dtypes, shape x dtype size = byte range, ranges inside the data section
+  /// and not overlapping.
+  static llvm::Expected<std::unique_ptr<SafetensorsFile>>
+  open(llvm::StringRef path);
+
+  llvm::StringRef path() const { return filePath; }
+  llvm::ArrayRef<TensorView> tensors() const { return tensorViews; }
+
+  /// Checks every element of `tensor` (which must belong to this file) is
+  /// finite. Scanned pages are released from this process's resident set
+  /// as it goes, so checking a multi-GB file keeps RSS small.
+  llvm::Error checkFinite(const TensorView &tensor) const;
+
+private:
+  SafetensorsFile() = default;
+  std::string filePath;
+  llvm::sys::fs::mapped_file_region region;
+  std::vector<TensorView> tensorViews;
+};
+
+} // namespace spark
+
+#endif // SPARK_IMPORT_SAFETENSORS_H

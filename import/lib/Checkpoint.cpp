@@ -1,0 +1,242 @@
+//===- Checkpoint.cpp - open and validate a Spark-X2.5 checkpoint ---------===//
+#include "spark/Import/Checkpoint.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+using namespace llvm;
+
+namespace spark {
+
+namespace {
+
+Error error(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), "%s",
+                           message.str().c_str());
+}
+
+std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+constexpr StringLiteral kSingleFile = "model.safetensors";
+constexpr StringLiteral kIndexFile = "model.safetensors.index.json";
+
+} // namespace
+
+std::string Checkpoint::relativeFile(const TensorView &tensor) const {
+  return sys::path::filename(tensor.path).str();
+}
+
+Expected<std::unique_ptr<Checkpoint>>
+Checkpoint::open(StringRef directory, const CheckpointOptions &options) {
+  std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
+  ckpt->dir = directory.str();
+  if (!sys::fs::is_directory(directory))
+    return error(directory + ": not a checkpoint directory (expected a folder "
+                             "with config.json and model.safetensors)");
+  SmallString<256> configPath(directory);
+  sys::path::append(configPath, "config.json");
+  Expected<ModelConfig> config = ModelConfig::load(configPath);
+  if (!config)
+    return config.takeError();
+  ckpt->modelConfig = std::move(*config);
+  if (Error e = ckpt->loadFiles())
+    return e;
+  if (Error e = ckpt->resolveTensors())
+    return e;
+  if (options.checkFinite)
+    if (Error e = ckpt->checkFiniteWeights())
+      return e;
+  return ckpt;
+}
+
+Error Checkpoint::loadFiles() {
+  SmallString<256> indexPath(dir), singlePath(dir);
+  sys::path::append(indexPath, kIndexFile);
+  sys::path::append(singlePath, kSingleFile);
+
+  // shard file name -> tensors the index assigns to it.
+  std::map<std::string, StringSet<>> indexed;
+  if (sys::fs::exists(indexPath)) {
+    ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+        MemoryBuffer::getFile(indexPath, /*IsText=*/true);
+    if (!buffer)
+      return error(indexPath + ": cannot read: " +
+                   buffer.getError().message());
+    Expected<json::Value> index = json::parse((*buffer)->getBuffer());
+    if (!index)
+      return error(indexPath + ": not valid JSON: " +
+                   toString(index.takeError()));
+    const json::Object *root = index->getAsObject();
+    const json::Object *weightMap = root ? root->getObject("weight_map") : nullptr;
+    if (!weightMap)
+      return error(indexPath + ": field 'weight_map' is missing; expected an "
+                               "object mapping tensor names to shard files");
+    for (const auto &entry : *weightMap) {
+      std::optional<StringRef> shard = entry.second.getAsString();
+      if (!shard || shard->empty() || shard->contains('/') ||
+          shard->contains('\\'))
+        return error(indexPath + ": weight_map entry '" + entry.first.str() +
+                     "' must name a shard file in the checkpoint folder");
+      indexed[shard->str()].insert(entry.first.str());
+    }
+    if (indexed.empty())
+      return error(indexPath + ": weight_map is empty");
+  } else if (sys::fs::exists(singlePath)) {
+    indexed[kSingleFile.str()];
+  } else {
+    return error(dir + ": neither " + kSingleFile + " nor " + kIndexFile +
+                 " exists");
+  }
+
+  for (auto &[shard, names] : indexed) {
+    SmallString<256> path(dir);
+    sys::path::append(path, shard);
+    if (!sys::fs::exists(path))
+      return error(indexPath + ": shard '" + shard +
+                   "' listed in weight_map does not exist");
+    Expected<std::unique_ptr<SafetensorsFile>> file =
+        SafetensorsFile::open(path);
+    if (!file)
+      return file.takeError();
+    for (const TensorView &tensor : (*file)->tensors()) {
+      bool sharded = shard != kSingleFile.str() || !names.empty();
+      if (sharded && !names.contains(tensor.name))
+        return error(path + ": tensor '" + tensor.name +
+                     "' is not assigned to this shard by " + kIndexFile);
+      auto [it, inserted] = byName.try_emplace(tensor.name, &tensor);
+      if (!inserted)
+        return error(path + ": tensor '" + tensor.name +
+                     "' is duplicated (also in " + it->second->path + ")");
+      fileOf[tensor.name] = file->get();
+    }
+    for (const auto &name : names)
+      if (!byName.count(name.getKey()))
+        return error(path + ": tensor '" + name.getKey() +
+                     "' is listed in " + kIndexFile +
+                     " for this shard but missing from it");
+    files.push_back(std::move(*file));
+  }
+  return Error::success();
+}
+
+Error Checkpoint::resolveTensors() {
+  const ModelConfig &c = modelConfig;
+  StringSet<> claimed;
+  // Looks up `name`, checks its shape, and marks it as accounted for.
+  auto take = [&](const std::string &name, ArrayRef<int64_t> shape,
+                  const TensorView *&out) -> Error {
+    auto it = byName.find(name);
+    if (it == byName.end())
+      return error(dir + ": tensor '" + name + "' is missing (expected shape " +
+                   formatShape(shape) + ")");
+    const TensorView *tensor = it->second;
+    if (ArrayRef<int64_t>(tensor->shape) != shape)
+      return error(tensor->path + ": tensor '" + name + "' has shape " +
+                   formatShape(tensor->shape) + "; expected " +
+                   formatShape(shape) + " from config.json");
+    claimed.insert(name);
+    out = tensor;
+    return Error::success();
+  };
+  auto has = [&](const std::string &name) { return byName.count(name) != 0; };
+
+  const int64_t d = c.hiddenSize, hd = c.headDim, q = c.numHeads * hd,
+                kv = c.numKVHeads * hd, inter = c.intermediateSize;
+  if (Error e = take("model.embedding.weight", {c.vocabSize, d},
+                     embeddingTensor))
+    return e;
+  if (Error e = take("model.norm.weight", {d}, finalNormTensor))
+    return e;
+  if (c.tieWordEmbeddings) {
+    headTensor = embeddingTensor;
+    if (has("lm_head.weight")) { // present though tied: ignored
+      const TensorView *ignored;
+      if (Error e = take("lm_head.weight", {c.vocabSize, d}, ignored))
+        return e;
+    }
+  } else if (Error e = take("lm_head.weight", {c.vocabSize, d}, headTensor)) {
+    return e;
+  }
+
+  layerTensors.resize(c.numLayers);
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    LayerTensors &layer = layerTensors[i];
+    std::string prefix = formatv("model.layers.{0}.", i).str();
+    auto name = [&](StringRef suffix) { return prefix + suffix.str(); };
+    auto alternatives = [&](StringRef fused, StringRef split) -> Error {
+      if (has(name(fused)) && has(name(split)))
+        return error(dir + ": layer " + Twine(i) + " has both '" + name(fused) +
+                     "' and '" + name(split) + "'; expected one layout");
+      return Error::success();
+    };
+
+    if (Error e = take(name("input_layernorm.weight"), {d}, layer.inputNorm))
+      return e;
+    if (Error e = alternatives("self_attn.q_k_v_proj.weight",
+                               "self_attn.q_proj.weight"))
+      return e;
+    if (has(name("self_attn.q_proj.weight"))) {
+      if (Error e = take(name("self_attn.q_proj.weight"), {q, d}, layer.q))
+        return e;
+      if (Error e = take(name("self_attn.k_proj.weight"), {kv, d}, layer.k))
+        return e;
+      if (Error e = take(name("self_attn.v_proj.weight"), {kv, d}, layer.v))
+        return e;
+    } else if (Error e = take(name("self_attn.q_k_v_proj.weight"),
+                              {q + 2 * kv, d}, layer.qkv)) {
+      return e;
+    }
+    if (c.headwiseGate)
+      if (Error e = take(name("self_attn.g_proj.weight"), {c.numHeads, d},
+                         layer.attnGate))
+        return e;
+    if (Error e = take(name("self_attn.out_proj.weight"), {d, q}, layer.out))
+      return e;
+    if (Error e = take(name("post_attention_layernorm.weight"), {d},
+                       layer.postNorm))
+      return e;
+    if (Error e = alternatives("mlp.gate_up_proj.weight",
+                               "mlp.gate_proj.weight"))
+      return e;
+    if (has(name("mlp.gate_up_proj.weight"))) {
+      if (Error e = take(name("mlp.gate_up_proj.weight"), {2 * inter, d},
+                         layer.gateUp))
+        return e;
+    } else {
+      if (Error e = take(name("mlp.gate_proj.weight"), {inter, d}, layer.gate))
+        return e;
+      if (Error e = take(name("mlp.up_proj.weight"), {inter, d}, layer.up))
+        return e;
+    }
+    if (Error e = take(name("mlp.down_proj.weight"), {d, inter}, layer.down))
+      return e;
+  }
+
+  for (const auto &entry : byName)
+    if (!claimed.contains(entry.getKey())) {
+      std::string why = entry.getKey().ends_with("g_proj.weight") &&
+                                !c.headwiseGate
+                            ? " (headwise_attn_output_gate is false)"
+                            : "";
+      return error(entry.second->path + ": unexpected tensor '" +
+                   entry.getKey() + "'" + why +
+                   "; it is not part of a spark2_5 model with this config");
+    }
+  return Error::success();
+}
+
+Error Checkpoint::checkFiniteWeights() {
+  for (const auto &entry : byName)
+    if (Error e = fileOf[entry.getKey()]->checkFinite(*entry.second))
+      return e;
+  return Error::success();
+}
+
+} // namespace spark
