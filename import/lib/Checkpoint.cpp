@@ -114,7 +114,6 @@ Error Checkpoint::loadFiles() {
       if (!inserted)
         return error(path + ": tensor '" + tensor.name +
                      "' is duplicated (also in " + it->second->path + ")");
-      fileOf[tensor.name] = file->get();
     }
     for (const auto &name : names)
       if (!byName.count(name.getKey()))
@@ -219,23 +218,31 @@ Error Checkpoint::resolveTensors() {
       return e;
   }
 
+  // Report the first unexpected tensor in name order, so the message does
+  // not depend on hash order.
+  std::vector<StringRef> unexpected;
   for (const auto &entry : byName)
-    if (!claimed.contains(entry.getKey())) {
-      std::string why = entry.getKey().ends_with("g_proj.weight") &&
-                                !c.headwiseGate
-                            ? " (headwise_attn_output_gate is false)"
-                            : "";
-      return error(entry.second->path + ": unexpected tensor '" +
-                   entry.getKey() + "'" + why +
-                   "; it is not part of a spark2_5 model with this config");
-    }
-  return Error::success();
+    if (!claimed.contains(entry.getKey()))
+      unexpected.push_back(entry.getKey());
+  if (unexpected.empty())
+    return Error::success();
+  StringRef first = *llvm::min_element(unexpected);
+  std::string why = first.ends_with("g_proj.weight") && !c.headwiseGate
+                        ? " (headwise_attn_output_gate is false)"
+                        : "";
+  return error(byName[first]->path + ": unexpected tensor '" + first + "'" +
+               why + "; it is not part of a spark2_5 model with this config");
 }
 
 Error Checkpoint::checkFiniteWeights() {
-  for (const auto &entry : byName)
-    if (Error e = fileOf[entry.getKey()]->checkFinite(*entry.second))
-      return e;
+  for (const std::unique_ptr<SafetensorsFile> &file : files)
+    for (const TensorView &tensor : file->tensors()) {
+      bool ignored = modelConfig.tieWordEmbeddings && tensor.name == "lm_head.weight";
+      if (ignored)
+        continue;
+      if (Error e = file->checkFinite(tensor))
+        return e;
+    }
   return Error::success();
 }
 

@@ -2,6 +2,7 @@
 #include "spark/Import/ModelConfig.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -233,9 +234,9 @@ Expected<ModelConfig> ModelConfig::parse(StringRef text, StringRef path) {
       return reader.error(
           ("rope_parameters." + layerTypeName(type) + ".partial_rotary_factor")
               .str(),
-          formatv("gives {0} rotary dims of head_dim {1}; expected an even "
-                  "whole number between 2 and head_dim",
-                  exact, config.headDim));
+          Twine("gives ") + formatv("{0}", llvm::format("%g", exact)).str() +
+              " rotary dims of head_dim " + Twine(config.headDim) +
+              "; expected an even whole number between 2 and head_dim");
   }
   return config;
 }

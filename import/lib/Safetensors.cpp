@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -75,6 +76,33 @@ Error fileError(StringRef path, const Twine &what) {
                            path.str().c_str(), what.str().c_str());
 }
 
+/// The first key that appears twice in the top-level object of `text`, or
+/// "". llvm::json keeps the last of duplicate keys silently; a safetensors
+/// header that names a tensor twice is malformed.
+std::string duplicateTopLevelKey(StringRef text) {
+  StringSet<> seen;
+  int depth = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (c == '"') {
+      size_t start = ++i;
+      while (i < text.size() && text[i] != '"')
+        i += text[i] == '\\' ? 2 : 1;
+      if (depth != 1)
+        continue;
+      size_t next = text.find_first_not_of(" \t\r\n", i + 1);
+      if (next != StringRef::npos && text[next] == ':' &&
+          !seen.insert(text.slice(start, i)).second)
+        return text.slice(start, i).str();
+    }
+  }
+  return "";
+}
+
 /// The safetensors format caps the header at 100 MB.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
@@ -133,6 +161,10 @@ SafetensorsFile::open(StringRef path) {
   const json::Object *entries = header->getAsObject();
   if (!entries)
     return fileError(path, "header must be a JSON object");
+  std::string duplicate = duplicateTopLevelKey(headerText);
+  if (!duplicate.empty())
+    return fileError(path, "tensor '" + duplicate +
+                               "' is duplicated in the header");
 
   const uint8_t *dataStart = base + 8 + headerBytes;
   uint64_t dataBytes = size - 8 - headerBytes;
@@ -243,10 +275,12 @@ Error SafetensorsFile::checkFinite(const TensorView &tensor) const {
                 (index.empty() ? "" : ", ") + index;
         flat /= tensor.shape[d];
       }
+      float value = tensor.element(first + bad);
+      StringRef kind = std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf";
       return fileError(filePath,
                        formatv("tensor '{0}' has a non-finite value ({1}) at "
                                "[{2}]; weights must be finite",
-                               tensor.name, tensor.element(first + bad), index));
+                               tensor.name, kind, index));
     }
     uint64_t from = alignTo(uint64_t(chunk - mapStart), pageSize);
     uint64_t to = alignDown(uint64_t(chunk + n * elementSize - mapStart),

@@ -280,7 +280,7 @@ Error writeCheckpoint(const GeneratorOptions &options, StringRef directory) {
     std::snprintf(name, sizeof(name), "model-%05d-of-%05d.safetensors", s + 1,
                   options.shards);
     for (const TensorSpec *spec : shards[s])
-      weightMap[spec->name] = name;
+      weightMap[spec->name] = std::string(name);
     if (Error e = writeSafetensors(pathOf(name), shards[s], options.dtype,
                                    options.seed))
       return e;

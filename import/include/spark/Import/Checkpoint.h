@@ -62,7 +62,6 @@ private:
   ModelConfig modelConfig;
   std::vector<std::unique_ptr<SafetensorsFile>> files;
   llvm::StringMap<const TensorView *> byName;
-  llvm::StringMap<const SafetensorsFile *> fileOf;
   const TensorView *embeddingTensor = nullptr, *finalNormTensor = nullptr,
                    *headTensor = nullptr;
   std::vector<LayerTensors> layerTensors;

@@ -1,0 +1,25 @@
+# lit configuration of spark-compile's FileCheck tests.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "spark"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "unit", "reference"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.spark_obj_root, "test")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+llvm_config.with_system_environment(["HOME", "TMPDIR"])
+llvm_config.use_default_substitutions()
+
+# Our tools first, then LLVM's FileCheck, not, count.
+llvm_config.with_environment("PATH", config.spark_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%reference",
+                             config.python_executable + " " +
+                             os.path.join(config.spark_src_root, "tools", "reference",
+                                          "spark_reference.py")))
