@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds and runs every test (lit, GoogleTest, reference) through ctest.
+# Extra arguments go to ctest, e.g. scripts/test.sh -L lit
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${SPARK_BUILD_DIR:-$ROOT/build}"
+
+"$ROOT/scripts/build.sh"
+cd "$BUILD"
+ctest --output-on-failure -j "$(nproc)" "$@"
