@@ -43,11 +43,15 @@ find_package(Halide 14 CONFIG QUIET)
 foreach(_v IN LISTS _spark_saved_llvm_vars)
   set(${_v} "${_spark_saved_${_v}}")
 endforeach()
-if(Halide_FOUND)
-  message(STATUS "Using Halide ${Halide_VERSION}")
-else()
-  message(STATUS "Halide 14 not found (needed by codegen from the end-to-end issue on)")
+if(NOT Halide_FOUND)
+  message(FATAL_ERROR "Halide 14 not found: install libhalide14-0-dev")
 endif()
+message(STATUS "Using Halide ${Halide_VERSION}")
+find_path(SPARK_HALIDE_INCLUDE_DIR HalideRuntime.h PATHS /usr/include/halide14 REQUIRED)
+
+# spark-compile drives clang-22 to compile the generated step driver and link
+# the host model's shared object.
+find_program(SPARK_CLANG clang PATHS ${LLVM_TOOLS_BINARY_DIR} NO_DEFAULT_PATH REQUIRED)
 
 find_package(GTest REQUIRED)
 

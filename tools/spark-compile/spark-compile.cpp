@@ -1,17 +1,21 @@
 //===- spark-compile.cpp - the compiler driver ----------------------------===//
 //
 // spark-compile CKPT --emit=mlir [-o FILE]
+// spark-compile CKPT [--target=host] [--dtype=f32|bf16] -o OUT
 //
 // Toy-style driver: each --emit stage stops the pipeline there and prints
 // (or writes) what it produced. On any error it exits with status 1 and
-// leaves no output file behind.
+// leaves no output behind; an existing output is replaced only on success.
 //
 //===----------------------------------------------------------------------===//
+#include "spark/Codegen/Emit.h"
 #include "spark/Import/Importer.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -20,7 +24,7 @@ using namespace llvm;
 
 namespace {
 
-enum class EmitStage { MLIR };
+enum class EmitStage { MLIR, Library };
 
 cl::OptionCategory category("spark-compile options");
 
@@ -29,15 +33,37 @@ cl::opt<std::string> checkpointDir(cl::Positional, cl::Required,
                                    cl::cat(category));
 
 cl::opt<EmitStage> emit(
-    "emit", cl::desc("What to produce"), cl::Required,
+    "emit", cl::desc("What to produce (default: lib)"),
     cl::values(clEnumValN(EmitStage::MLIR, "mlir",
-                          "the imported spark IR (one decoder step)")),
-    cl::cat(category));
+                          "the imported spark IR (one decoder step)"),
+               clEnumValN(EmitStage::Library, "lib",
+                          "the model library, weight pack, header and "
+                          "manifest in the -o folder")),
+    cl::init(EmitStage::Library), cl::cat(category));
 
-cl::opt<std::string> outputPath("o",
-                                cl::desc("Output file ('-' or absent: stdout)"),
-                                cl::value_desc("path"), cl::init("-"),
-                                cl::cat(category));
+cl::opt<std::string> outputPath(
+    "o", cl::desc("Output: a folder for --emit=lib; a file for --emit=mlir "
+                  "('-' or absent: stdout)"),
+    cl::value_desc("path"), cl::init("-"), cl::cat(category));
+
+cl::opt<std::string> target("target",
+                            cl::desc("Device to compile for: host (x86-64 "
+                                     "AVX2 / AVX-512, chosen at run time)"),
+                            cl::init("host"), cl::cat(category));
+
+cl::opt<spark::ElementType> dtype(
+    "dtype", cl::desc("Precision of the weight matrices (activations f32)"),
+    cl::values(clEnumValN(spark::ElementType::F32, "f32", "float32 (default)"),
+               clEnumValN(spark::ElementType::BF16, "bf16", "bfloat16")),
+    cl::init(spark::ElementType::F32), cl::cat(category));
+
+cl::opt<int64_t> maxChunk(
+    "max-chunk",
+    cl::desc("Most tokens one prefill call evaluates (default 64)"),
+    cl::init(64), cl::cat(category));
+
+cl::opt<bool> quiet("quiet", cl::desc("No progress output"), cl::init(false),
+                    cl::cat(category));
 
 cl::opt<int64_t> maxContext(
     "max-context",
@@ -54,6 +80,110 @@ int fail(const Twine &message) {
   return 1;
 }
 
+/// Removes a folder (and its contents) when it goes out of scope, unless
+/// released.
+struct TemporaryFolder {
+  std::string path;
+  ~TemporaryFolder() {
+    if (!path.empty())
+      sys::fs::remove_directories(path);
+  }
+};
+
+int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
+                int argc, char **argv) {
+  spark::BuildOptions options;
+  options.target = target;
+  options.dtype = dtype;
+  options.maxContext = maxContext;
+  options.maxChunk = maxChunk;
+  options.quiet = quiet;
+  Expected<spark::ModelPlan> plan = spark::planModel(module, checkpoint, options);
+  if (!plan)
+    return fail(toString(plan.takeError()));
+
+  // Everything is written into a fresh sibling folder and renamed into
+  // place at the end: an error leaves nothing, and an earlier build is
+  // replaced only by a complete one.
+  SmallString<256> out(outputPath);
+  sys::path::remove_dots(out, /*remove_dot_dot=*/true);
+  if (sys::fs::exists(out)) {
+    SmallString<256> manifest(out);
+    sys::path::append(manifest, "manifest.json");
+    if (!sys::fs::is_directory(out) || !sys::fs::exists(manifest))
+      return fail(outputPath + " exists and is not a spark-compile output "
+                               "folder (no manifest.json); refusing to "
+                               "replace it");
+  }
+  TemporaryFolder staging;
+  {
+    SmallString<256> model(out);
+    model += ".partial-%%%%%%";
+    SmallString<256> created;
+    if (std::error_code ec = sys::fs::createUniqueDirectory(model, created))
+      return fail(outputPath + ": cannot create a folder beside it: " +
+                  ec.message());
+    // createUniqueDirectory appends its own suffix to the model.
+    staging.path = std::string(created);
+  }
+  auto file = [&](StringRef name) {
+    SmallString<256> path(staging.path);
+    sys::path::append(path, name);
+    return std::string(path);
+  };
+  std::string commandLine;
+  for (int i = 0; i < argc; ++i)
+    commandLine += (i ? " " : "") + std::string(argv[i]);
+
+  if (!quiet)
+    errs() << "spark-compile: " << plan->kernels.size() << " kernels, "
+           << plan->tensors.size() << " pack tensors, arena "
+           << plan->arenaFloats * 4 / 1024 << " KiB\n";
+  if (Error e = spark::buildHostLibrary(*plan, staging.path))
+    return fail(toString(std::move(e)));
+  if (!quiet)
+    errs() << "writing the weight pack\n";
+  if (Error e = spark::writeWeightPack(*plan, file("model.spkw")))
+    return fail(toString(std::move(e)));
+  uint64_t packBytes = 0;
+  sys::fs::file_size(file("model.spkw"), packBytes);
+  for (auto [name, text] :
+       {std::pair<StringRef, std::string>{"spark_model.h",
+                                          spark::emitModelHeader(*plan)},
+        {"manifest.json",
+         spark::emitManifest(*plan, packBytes, commandLine)}}) {
+    Error written = writeToOutput(file(name), [&](raw_ostream &os) {
+      os << text;
+      return Error::success();
+    });
+    if (written)
+      return fail(toString(std::move(written)));
+  }
+
+  // Swap the finished folder into place.
+  std::string previous;
+  if (sys::fs::exists(out)) {
+    previous = std::string(out) + ".old";
+    sys::fs::remove_directories(previous);
+    if (std::error_code ec = sys::fs::rename(out, previous))
+      return fail(outputPath + ": cannot move the previous build aside: " +
+                  ec.message());
+  }
+  if (std::error_code ec = sys::fs::rename(staging.path, out)) {
+    if (!previous.empty())
+      sys::fs::rename(previous, out);
+    return fail(outputPath + ": cannot move the new build into place: " +
+                ec.message());
+  }
+  staging.path.clear();
+  if (!previous.empty())
+    sys::fs::remove_directories(previous);
+  if (!quiet)
+    errs() << "wrote " << out << " (libspark_model.a, libspark_model.so, "
+           << "spark_model.h, model.spkw, manifest.json)\n";
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -68,6 +198,14 @@ int main(int argc, char **argv) {
   if (maxContext < 1)
     return fail("--max-context must be a positive number of positions, got " +
                 Twine(maxContext));
+  if (maxChunk < 1 || maxChunk > maxContext)
+    return fail("--max-chunk must be between 1 and --max-context (" +
+                Twine(maxContext) + "), got " + Twine(maxChunk));
+  if (target != "host")
+    return fail("--target=" + target + " is not supported yet; expected host");
+  if (emit == EmitStage::Library && outputPath == "-")
+    return fail("-o OUT is required: the folder to write the library, pack, "
+                "header and manifest into");
 
   spark::CheckpointOptions checkpointOptions;
   checkpointOptions.checkFinite = !skipFiniteCheck;
@@ -97,6 +235,8 @@ int main(int argc, char **argv) {
       return fail(outputPath + ": " + toString(std::move(written)));
     return 0;
   }
+  case EmitStage::Library:
+    return emitLibrary(**checkpoint, *module, argc, argv);
   }
   return 0;
 }

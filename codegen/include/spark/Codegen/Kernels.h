@@ -1,0 +1,74 @@
+//===- Kernels.h - Halide algorithms of the spark kernels ------------------===//
+//
+// One KernelSpec per distinct kernel of a model (op kind + static shapes +
+// element types + phase). buildKernel() writes its Halide algorithm only;
+// targets/<t> schedules it. The AOT function's arguments are the inputs in
+// the order listed per kind below, then scalar params, then the output.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SPARK_CODEGEN_KERNELS_H
+#define SPARK_CODEGEN_KERNELS_H
+
+#include "Halide.h"
+
+#include <string>
+#include <vector>
+
+namespace spark {
+
+enum class KernelKind {
+  Embed,     // (ids i32[n], table T[d, V]) -> f32[d, n]
+  RMSNorm,   // (x f32[d, n], w f32[d]) -> f32[d, n]
+  Linear,    // (x f32[K, n], w T[K, N]) -> f32[N, n]
+  Rope,      // (x f32[H*hd, n], cos f32[rd/2, P], sin f32[rd/2, P], pos0)
+  Attention, // (q, k, v, kcache T[hd, KV, S], vcache, pos0, cached) -> f32[H*hd, n]
+  HeadGate,  // (o f32[H*hd, n], g f32[H, n]) -> f32[H*hd, n]
+  Geglu,     // (gate f32[I, n], up f32[I, n]) -> f32[I, n]
+  Add,       // (a f32[w, n], b f32[w, n]) -> f32[w, n]
+};
+
+/// Decode kernels are scheduled for one token, prefill kernels for a chunk.
+enum class Phase { Any, Decode, Prefill };
+
+enum class ElementType { F32, BF16, F16 };
+
+struct KernelSpec {
+  KernelKind kind = KernelKind::Add;
+  Phase phase = Phase::Any;
+  ElementType weightType = ElementType::F32; // table / weight / cache type
+  int64_t in = 0;  // Linear: K; Embed: d; RMSNorm/Geglu/Add/Rope/HeadGate: width
+  int64_t out = 0; // Linear: N; Embed: V; Rope: table positions P
+  double epsilon = 0.0, scale = 0.0, theta = 0.0;
+  int64_t heads = 0, kvHeads = 0, headDim = 0, rotaryDim = 0;
+  int64_t window = 0; // Attention: 0 for a full layer
+  int64_t slots = 0;  // Attention: cache slots
+  bool ring = false;  // Attention: ring cache
+
+  /// A unique, C-identifier-safe name, e.g. "linear_k2048_n3072_bf16_decode".
+  std::string name() const;
+  bool operator<(const KernelSpec &other) const { return name() < other.name(); }
+};
+
+/// A built algorithm: the pipeline's output and arguments, plus the named
+/// pieces a schedule refers to.
+struct KernelAlgorithm {
+  KernelSpec spec;
+  Halide::Func output;
+  std::vector<Halide::Argument> arguments;
+  // Intermediate stages, by role (empty Funcs when a kind has none).
+  Halide::Func sumSquares;             // RMSNorm
+  Halide::Func scores, maxScore, denominator, keys, values, weights,
+      accumulated, keyPositions; // Attention
+  Halide::RDom reduction;      // the main reduction of the kind
+  Halide::RDom innerReduction; // Attention: the q.k dot product over head_dim
+  Halide::Var x{"x"}, y{"y"}, z{"z"};  // output dims: x innermost
+};
+
+KernelAlgorithm buildKernel(const KernelSpec &spec);
+
+/// The Halide type of an element type.
+Halide::Type halideType(ElementType type);
+
+} // namespace spark
+
+#endif // SPARK_CODEGEN_KERNELS_H

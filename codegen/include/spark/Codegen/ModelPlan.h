@@ -1,0 +1,109 @@
+//===- ModelPlan.h - a spark module lowered to kernel calls ----------------===//
+//
+// planModel() walks the step function of an imported (and optimized) spark
+// module and produces everything the emitters need: the distinct kernels,
+// the weight pack's tensors, the caches, the sequence of kernel calls and
+// cache writes with their buffer views, and a static activation arena.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SPARK_CODEGEN_MODELPLAN_H
+#define SPARK_CODEGEN_MODELPLAN_H
+
+#include "spark/Codegen/Kernels.h"
+#include "spark/Import/Checkpoint.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace spark {
+
+struct BuildOptions {
+  std::string target = "host";
+  ElementType dtype = ElementType::F32; // weights of the matrix kernels
+  int64_t maxContext = 4096;
+  int64_t maxChunk = 64;
+  bool quiet = false;
+};
+
+/// One tensor of the weight pack.
+struct PackTensor {
+  std::string name;
+  ElementType dtype = ElementType::F32;
+  int layout = 0; // spark_layout
+  std::vector<int64_t> shape;
+  const TensorView *source = nullptr; // checkpoint data, converted to dtype
+  std::vector<float> values;          // or values computed at compile time
+
+  int64_t elements() const;
+  uint64_t bytes() const;
+};
+
+struct CacheSpec {
+  int layer = 0;
+  bool keys = true;
+  bool ring = false;
+  int64_t slots = 0, kvHeads = 0, headDim = 0;
+  uint64_t bytes() const { return uint64_t(slots * kvHeads * headDim) * 4; }
+};
+
+/// A strided view of a buffer, as a kernel sees it.
+struct View {
+  enum class Base { Arena, Weight, Cache, Tokens, Logits } base = Base::Arena;
+  int64_t index = 0;   // arena value id, pack tensor or cache index
+  int64_t column = 0;  // elements from the row start (split results)
+  ElementType type = ElementType::F32;
+  bool isInt32 = false; // token ids
+  std::vector<int64_t> extents, strides; // inner dims first
+  bool hasRows = false; // a last dim over the call's rows
+  int64_t rowStride = 0;
+};
+
+struct Step {
+  enum class Kind { Call, CacheWrite } kind = Kind::Call;
+  std::string comment;
+  // Call: kernel (and, for matrix kernels, the one used when rows == 1).
+  int kernel = -1, decodeKernel = -1;
+  struct Arg {
+    bool scalar = false;
+    std::string expr; // C expression of a scalar argument
+    View view;
+  };
+  std::vector<Arg> args; // in the kernel's argument order, output last
+  bool headRows = false; // runs on the rows whose logits are wanted
+  // CacheWrite: copy each row of `source` into its cache slot.
+  int cache = -1;
+  View source;
+  int64_t width = 0;
+};
+
+struct ArenaValue {
+  int64_t floats = 0; // max_chunk rows x width
+  int64_t offset = 0; // in floats, assigned by planning
+  int firstStep = 0, lastStep = 0;
+};
+
+struct ModelPlan {
+  ModelConfig config;
+  BuildOptions options;
+  std::vector<KernelSpec> kernels;
+  std::vector<PackTensor> tensors;
+  std::vector<CacheSpec> caches;
+  std::vector<Step> steps;
+  std::vector<ArenaValue> arena;
+  int64_t arenaFloats = 0;
+  uint64_t configHash = 0, abiHash = 0;
+};
+
+llvm::Expected<ModelPlan> planModel(mlir::ModuleOp module,
+                                    const Checkpoint &checkpoint,
+                                    const BuildOptions &options);
+
+/// 64-bit FNV-1a, for the config and ABI hashes.
+uint64_t fnv1a(llvm::StringRef text, uint64_t seed = 0xcbf29ce484222325ull);
+
+} // namespace spark
+
+#endif // SPARK_CODEGEN_MODELPLAN_H

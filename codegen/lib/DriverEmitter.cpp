@@ -1,0 +1,362 @@
+//===- DriverEmitter.cpp - generate the step driver, header, manifest -----===//
+//
+// The driver is C: one call per kernel in the order of the step function,
+// with the buffer views, cache slots and arena offsets the plan fixed at
+// compile time. Nothing in it is written by hand per model.
+//
+//===----------------------------------------------------------------------===//
+#include "spark/Codegen/Emit.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace spark {
+
+namespace {
+
+const char *kDriverPrelude = R"(#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "HalideRuntime.h"
+#include "spark/model_abi.h"
+
+extern int halide_set_num_threads(int n);
+
+/* Describes host memory as a Halide buffer: dims inner first, min 0. */
+static halide_buffer_t *spark_view(halide_buffer_t *b, halide_dimension_t *d,
+                                   const void *host, uint8_t code, uint8_t bits,
+                                   int rank, const int32_t *extent,
+                                   const int32_t *stride) {
+  memset(b, 0, sizeof(*b));
+  b->host = (uint8_t *)host;
+  b->type.code = code;
+  b->type.bits = bits;
+  b->type.lanes = 1;
+  b->dimensions = rank;
+  b->dim = d;
+  for (int i = 0; i < rank; ++i) {
+    d[i].min = 0;
+    d[i].extent = extent[i];
+    d[i].stride = stride[i];
+    d[i].flags = 0;
+  }
+  return b;
+}
+)";
+
+/// Halide type code and bits of a view's elements.
+std::pair<int, int> typeOf(const View &v) {
+  if (v.isInt32)
+    return {0, 32};
+  switch (v.type) {
+  case ElementType::F32:
+    return {2, 32};
+  case ElementType::BF16:
+    return {4, 16};
+  case ElementType::F16:
+    return {2, 16};
+  }
+  return {2, 32};
+}
+
+std::string kernelSymbol(const KernelSpec &k, StringRef variant) {
+  return "spark_" + k.name() + "_" + variant.str();
+}
+
+/// Number of buffer + scalar arguments of a kernel (output included).
+std::string prototype(const Step &step) {
+  std::string args;
+  for (const Step::Arg &a : step.args)
+    args += std::string(args.empty() ? "" : ", ") +
+            (a.scalar ? "int32_t" : "halide_buffer_t *");
+  return args;
+}
+
+class DriverWriter {
+public:
+  DriverWriter(const ModelPlan &plan, raw_ostream &os) : plan(plan), os(os) {}
+
+  void viewExpr(const View &v, int slot, const char *rows,
+                const char *firstRow) {
+    std::string host;
+    switch (v.base) {
+    case View::Base::Arena:
+      host = formatv("A + {0} + {1} + (size_t)({2}) * {3}",
+                     plan.arena[v.index].offset, v.column, firstRow,
+                     v.rowStride);
+      break;
+    case View::Base::Weight:
+      host = formatv("W[{0}]", v.index);
+      break;
+    case View::Base::Cache:
+      host = formatv("C[{0}]", v.index);
+      break;
+    case View::Base::Tokens:
+      host = formatv("ids + ({0})", firstRow);
+      break;
+    case View::Base::Logits:
+      host = "logits";
+      break;
+    }
+    auto [code, bits] = typeOf(v);
+    std::string extents, strides;
+    for (size_t i = 0; i < v.extents.size(); ++i) {
+      extents += formatv("{0}{1}", i ? ", " : "", v.extents[i]);
+      strides += formatv("{0}{1}", i ? ", " : "", v.strides[i]);
+    }
+    size_t rank = v.extents.size();
+    if (v.hasRows) {
+      extents += formatv("{0}{1}", rank ? ", " : "", rows);
+      strides += formatv("{0}{1}", rank ? ", " : "", v.rowStride);
+      ++rank;
+    }
+    os << formatv("spark_view(&b[{0}], d[{0}], {1}, {2}, {3}, {4}, "
+                  "(const int32_t[]){{{5}}, (const int32_t[]){{{6}})",
+                  slot, host, code, bits, rank, extents, strides);
+  }
+
+  void call(const Step &step, size_t index) {
+    const char *rows = step.headRows ? "n_logits" : "n";
+    const char *first = step.headRows ? "head_row" : "0";
+    os << formatv("  /* {0}: {1} */\n  {{\n", index, step.comment);
+    os << formatv("    halide_buffer_t b[{0}];\n    halide_dimension_t "
+                  "d[{0}][4];\n",
+                  step.args.size());
+    std::string callee = formatv("K->k{0}", step.kernel).str();
+    if (step.decodeKernel >= 0)
+      callee = formatv("({0} == 1 ? K->k{1} : K->k{2})", rows,
+                       step.decodeKernel, step.kernel)
+                   .str();
+    os << "    rc = " << callee << "(";
+    int slot = 0;
+    for (size_t i = 0; i < step.args.size(); ++i) {
+      const Step::Arg &a = step.args[i];
+      os << (i ? ",\n        " : "");
+      if (a.scalar) {
+        os << a.expr;
+      } else {
+        viewExpr(a.view, slot, rows, first);
+      }
+      ++slot;
+    }
+    os << ");\n    if (rc != 0)\n      return rc;\n  }\n";
+  }
+
+  void cacheWrite(const Step &step, size_t index) {
+    const CacheSpec &cache = plan.caches[step.cache];
+    const View &v = step.source;
+    os << formatv("  /* {0}: {1} -> cache {2} ({3}, {4} slots) */\n", index,
+                  step.comment, step.cache, cache.ring ? "ring" : "linear",
+                  cache.slots);
+    std::string slot = cache.ring ? formatv("(pos0 + t) % {0}", cache.slots).str()
+                                  : std::string("pos0 + t");
+    os << formatv("  for (int32_t t = 0; t < n; ++t)\n"
+                  "    memcpy((float *)C[{0}] + (size_t)({1}) * {2},\n"
+                  "           A + {3} + {4} + (size_t)t * {5}, {2} * sizeof(float));\n",
+                  step.cache, slot, step.width, plan.arena[v.index].offset,
+                  v.column, v.rowStride);
+  }
+
+  void write(ArrayRef<std::string> variants, ArrayRef<std::string> conditions) {
+    os << "/* Generated by spark-compile; do not edit. Step driver for a "
+       << plan.config.numLayers << "-layer Spark-X2.5 model, target "
+       << plan.options.target << ". */\n";
+    os << kDriverPrelude << "\n";
+    // Kernel prototypes and one table per ISA variant.
+    std::vector<std::string> prototypes(plan.kernels.size());
+    for (const Step &s : plan.steps)
+      if (s.kind == Step::Kind::Call) {
+        prototypes[s.kernel] = prototype(s);
+        if (s.decodeKernel >= 0)
+          prototypes[s.decodeKernel] = prototype(s);
+      }
+    for (const std::string &variant : variants)
+      for (size_t i = 0; i < plan.kernels.size(); ++i)
+        os << "extern int " << kernelSymbol(plan.kernels[i], variant) << "("
+           << prototypes[i] << ");\n";
+    os << "\ntypedef struct spark_kernels {\n  const char *name;\n";
+    for (size_t i = 0; i < plan.kernels.size(); ++i)
+      os << formatv("  int (*k{0})({1}); /* {2} */\n", i, prototypes[i],
+                    plan.kernels[i].name());
+    os << "} spark_kernels;\n\n";
+    for (const std::string &variant : variants) {
+      os << "static const spark_kernels kernels_" << variant << " = {\"x86-"
+         << variant << "\"";
+      for (const KernelSpec &k : plan.kernels)
+        os << ",\n    " << kernelSymbol(k, variant);
+      os << "};\n";
+    }
+    os << "\n/* Best variant this CPU can run (CPUID), or NULL. */\n"
+          "static const spark_kernels *select_kernels(void) {\n"
+          "  __builtin_cpu_init();\n";
+    for (size_t i = 0; i < variants.size(); ++i)
+      os << "  if (" << conditions[i] << ")\n    return &kernels_"
+         << variants[i] << ";\n";
+    os << "  return NULL;\n}\n\n";
+    os << "static const char *unsupported_reason(void) {\n"
+          "  return select_kernels() ? NULL : \"this library needs an x86-64 "
+          "CPU with AVX2, FMA and F16C\";\n}\n\n"
+          "static const char *dispatch_name(void) {\n"
+          "  const spark_kernels *k = select_kernels();\n"
+          "  return k ? k->name : \"none\";\n}\n\n"
+          "static void set_num_threads(int threads) {\n"
+          "  halide_set_num_threads(threads);\n}\n\n";
+
+    os << "static int step(const void *const *W, void *const *C, void *arena,\n"
+          "                const int32_t *ids, int32_t pos0, int32_t n,\n"
+          "                int32_t n_logits, float *logits) {\n"
+          "  const spark_kernels *K = select_kernels();\n"
+          "  if (!K || n < 1 || n > "
+       << plan.options.maxChunk
+       << " || n_logits < 0 || n_logits > n || pos0 < 0 ||\n      pos0 + n > "
+       << plan.options.maxContext
+       << ")\n    return -1;\n"
+          "  float *A = (float *)arena;\n"
+          "  const int32_t head_row = n - n_logits;\n"
+          "  int rc = 0;\n";
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const Step &s = plan.steps[i];
+      if (s.kind == Step::Kind::CacheWrite) {
+        cacheWrite(s, i);
+        continue;
+      }
+      if (s.headRows)
+        os << "  if (n_logits > 0)\n";
+      call(s, i);
+    }
+    os << "  return rc;\n}\n\n";
+
+    // Tensor and cache tables, and the definition.
+    os << "static const spark_tensor_def tensors[] = {\n";
+    for (const PackTensor &t : plan.tensors)
+      os << formatv("    {{\"{0}\", {1}, {2}, {3}ull},\n", t.name,
+                    t.dtype == ElementType::F32 ? "SPARK_DTYPE_F32"
+                                                : "SPARK_DTYPE_BF16",
+                    t.layout == 0 ? "SPARK_LAYOUT_ROW_MAJOR"
+                                  : "SPARK_LAYOUT_TABLE",
+                    t.bytes());
+    os << "};\n\nstatic const spark_cache_def caches[] = {\n";
+    for (const CacheSpec &c : plan.caches)
+      os << formatv("    {{{0}, SPARK_DTYPE_F32, {1}, {2}, {3}},\n",
+                    c.ring ? "SPARK_CACHE_RING" : "SPARK_CACHE_LINEAR",
+                    c.slots, c.kvHeads, c.headDim);
+    os << "};\n\n";
+    os << formatv(
+        "static const spark_model_def definition = {{\n"
+        "    SPARK_MODEL_ABI_VERSION, {0}ull, {1}ull, \"{2}\",\n"
+        "    {3}, {4}, {5}, {6}, {7}, {8}ull,\n"
+        "    {9}, tensors, {10}, caches,\n"
+        "    unsupported_reason, dispatch_name, set_num_threads, step};\n\n"
+        "const spark_model_def *spark_model_definition(void) {{\n"
+        "  return &definition;\n}\n",
+        plan.abiHash, plan.configHash, plan.options.target,
+        plan.config.vocabSize, plan.config.hiddenSize, plan.config.numLayers,
+        plan.options.maxContext, plan.options.maxChunk,
+        uint64_t(plan.arenaFloats) * 4, plan.tensors.size(),
+        plan.caches.size());
+  }
+
+private:
+  const ModelPlan &plan;
+  raw_ostream &os;
+};
+
+} // namespace
+
+std::string emitDriverSource(const ModelPlan &plan,
+                             ArrayRef<std::string> variantNames,
+                             ArrayRef<std::string> variantConditions) {
+  std::string text;
+  raw_string_ostream os(text);
+  DriverWriter(plan, os).write(variantNames, variantConditions);
+  return text;
+}
+
+std::string emitModelHeader(const ModelPlan &plan) {
+  return formatv(R"(/* spark_model.h - generated by spark-compile; do not edit.
+ * Link libspark_model.a (this model) and libspark_runtime.a, then:
+ *   spark_model_open(spark_model_definition(), "model.spkw", &params, &model);
+ */
+#ifndef SPARK_MODEL_H
+#define SPARK_MODEL_H
+
+#include "spark/model_abi.h"
+
+#define SPARK_MODEL_VOCAB_SIZE {0}
+#define SPARK_MODEL_HIDDEN_SIZE {1}
+#define SPARK_MODEL_NUM_LAYERS {2}
+#define SPARK_MODEL_MAX_CONTEXT {3}
+#define SPARK_MODEL_MAX_CHUNK {4}
+#define SPARK_MODEL_ABI_HASH 0x{5:x-}ull
+
+#ifdef __cplusplus
+extern "C" {{
+#endif
+
+/* The compiled model: kernels, tensor table, cache shapes, step function. */
+const spark_model_def *spark_model_definition(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPARK_MODEL_H */
+)",
+                 plan.config.vocabSize, plan.config.hiddenSize,
+                 plan.config.numLayers, plan.options.maxContext,
+                 plan.options.maxChunk, plan.abiHash)
+      .str();
+}
+
+std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
+                         StringRef commandLine) {
+  json::Array kernels, caches, tensors;
+  for (const KernelSpec &k : plan.kernels)
+    kernels.push_back(k.name());
+  uint64_t cacheBytes = 0;
+  for (const CacheSpec &c : plan.caches) {
+    caches.push_back(json::Object{{"layer", c.layer},
+                                  {"tensor", c.keys ? "keys" : "values"},
+                                  {"layout", c.ring ? "ring" : "linear"},
+                                  {"slots", c.slots},
+                                  {"kv_heads", c.kvHeads},
+                                  {"head_dim", c.headDim},
+                                  {"dtype", "f32"},
+                                  {"bytes", c.bytes()}});
+    cacheBytes += c.bytes();
+  }
+  uint64_t ropeBytes = 0;
+  for (const PackTensor &t : plan.tensors)
+    if (t.layout == 1)
+      ropeBytes += t.bytes();
+  json::Object manifest{
+      {"format", "spark-compile manifest 1"},
+      {"target", plan.options.target},
+      {"dtype", plan.options.dtype == ElementType::F32 ? "f32" : "bf16"},
+      {"max_context", plan.options.maxContext},
+      {"max_chunk", plan.options.maxChunk},
+      {"abi_hash", formatv("{0:x-16}", plan.abiHash).str()},
+      {"config_hash", formatv("{0:x-16}", plan.configHash).str()},
+      {"model",
+       json::Object{{"layers", plan.config.numLayers},
+                    {"hidden_size", plan.config.hiddenSize},
+                    {"vocab_size", plan.config.vocabSize}}},
+      {"kernels", std::move(kernels)},
+      {"arena_bytes", uint64_t(plan.arenaFloats) * 4},
+      {"caches", std::move(caches)},
+      {"cache_bytes", cacheBytes},
+      {"rope_table_bytes", ropeBytes},
+      {"pack_bytes", packBytes},
+      {"pack_tensors", plan.tensors.size()},
+      {"files",
+       json::Array{"libspark_model.a", "libspark_model.so", "spark_model.h",
+                   "model.spkw", "manifest.json"}},
+      {"reproduce", commandLine}};
+  return formatv("{0:2}", json::Value(std::move(manifest))).str() + "\n";
+}
+
+} // namespace spark

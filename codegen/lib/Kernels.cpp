@@ -1,0 +1,327 @@
+//===- Kernels.cpp - Halide algorithms of the spark kernels ---------------===//
+//
+// Algorithms only: no schedule decisions here (targets/<t> makes them).
+// Every index into an input is clamped or guarded so that Halide's bounds
+// inference never asks for data outside the buffers the driver passes.
+//
+//===----------------------------------------------------------------------===//
+#include "spark/Codegen/Kernels.h"
+
+#include <cmath>
+#include <sstream>
+
+using namespace Halide;
+
+namespace spark {
+
+Type halideType(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return Float(32);
+  case ElementType::BF16:
+    return BFloat(16);
+  case ElementType::F16:
+    return Float(16);
+  }
+  return Float(32);
+}
+
+static const char *typeSuffix(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return "f32";
+  case ElementType::BF16:
+    return "bf16";
+  case ElementType::F16:
+    return "f16";
+  }
+  return "f32";
+}
+
+std::string KernelSpec::name() const {
+  std::ostringstream os;
+  auto phaseSuffix = [&] {
+    return phase == Phase::Decode ? "_decode" : phase == Phase::Prefill ? "_prefill" : "";
+  };
+  switch (kind) {
+  case KernelKind::Embed:
+    os << "embed_d" << in << "_v" << out << "_" << typeSuffix(weightType);
+    break;
+  case KernelKind::RMSNorm:
+    os << "rms_norm_d" << in << "_eps" << std::llround(-std::log10(epsilon) * 100);
+    break;
+  case KernelKind::Linear:
+    os << "linear_k" << in << "_n" << out << "_" << typeSuffix(weightType)
+       << phaseSuffix();
+    break;
+  case KernelKind::Rope:
+    os << "rope_h" << heads << "_hd" << headDim << "_rd" << rotaryDim;
+    break;
+  case KernelKind::Attention:
+    os << "attention_" << (window ? "sliding_w" + std::to_string(window) : "full")
+       << (ring ? "_ring" : "_linear") << slots << "_h" << heads << "_kv"
+       << kvHeads << "_hd" << headDim << "_" << typeSuffix(weightType);
+    break;
+  case KernelKind::HeadGate:
+    os << "head_gate_h" << heads << "_hd" << headDim;
+    break;
+  case KernelKind::Geglu:
+    os << "geglu_" << in;
+    break;
+  case KernelKind::Add:
+    os << "add_" << in;
+    break;
+  }
+  return os.str();
+}
+
+namespace {
+
+/// erfc(z) for z >= 0 with fractional error < 1.2e-7 (Numerical Recipes'
+/// Chebyshev fit); Halide has no erf.
+Expr erfcNonNegative(Expr z) {
+  Expr t = 1.0f / (1.0f + 0.5f * z);
+  const float c[] = {-1.26551223f, 1.00002368f, 0.37409196f,  0.09678418f,
+                     -0.18628806f, 0.27886807f, -1.13520398f, 1.48851587f,
+                     -0.82215223f, 0.17087277f};
+  Expr poly = c[9];
+  for (int i = 8; i >= 0; --i)
+    poly = c[i] + t * poly;
+  return t * exp(-z * z + poly);
+}
+
+/// The exact gelu 0.5 z (1 + erf(z / sqrt 2)), written with erfc so that the
+/// negative side keeps its relative accuracy.
+Expr gelu(Expr z) {
+  Expr e = erfcNonNegative(abs(z) * float(M_SQRT1_2));
+  return 0.5f * z * select(z >= 0.0f, 2.0f - e, e);
+}
+
+void buildEmbed(KernelAlgorithm &k) {
+  const KernelSpec &s = k.spec;
+  ImageParam ids(Int(32), 1, "ids");
+  ImageParam table(halideType(s.weightType), 2, "table");
+  Func out("embed");
+  out(k.x, k.y) = cast<float>(table(k.x, clamp(ids(k.y), 0, int(s.out) - 1)));
+  table.dim(0).set_bounds(0, int(s.in));
+  table.dim(1).set_bounds(0, int(s.out)).set_stride(int(s.in));
+  k.output = out;
+  k.arguments = {ids, table};
+}
+
+void buildRMSNorm(KernelAlgorithm &k) {
+  const KernelSpec &s = k.spec;
+  ImageParam x(Float(32), 2, "x");
+  ImageParam w(Float(32), 1, "w");
+  k.reduction = RDom(0, int(s.in), "r");
+  Func ss("sum_squares");
+  ss(k.y) = 0.0f;
+  ss(k.y) += x(k.reduction, k.y) * x(k.reduction, k.y);
+  Func out("rms_norm");
+  Expr inv = 1.0f / sqrt(ss(k.y) / float(s.in) + float(s.epsilon));
+  out(k.x, k.y) = x(k.x, k.y) * inv * w(k.x);
+  w.dim(0).set_bounds(0, int(s.in));
+  k.output = out;
+  k.sumSquares = ss;
+  k.arguments = {x, w};
+}
+
+void buildLinear(KernelAlgorithm &k) {
+  const KernelSpec &s = k.spec;
+  ImageParam x(Float(32), 2, "x");
+  ImageParam w(halideType(s.weightType), 2, "w");
+  k.reduction = RDom(0, int(s.in), "r");
+  Func out("linear");
+  out(k.x, k.y) = 0.0f;
+  out(k.x, k.y) += cast<float>(w(k.reduction, k.x)) * x(k.reduction, k.y);
+  x.dim(0).set_bounds(0, int(s.in));
+  w.dim(0).set_bounds(0, int(s.in));
+  w.dim(1).set_bounds(0, int(s.out)).set_stride(int(s.in));
+  k.output = out;
+  k.arguments = {x, w};
+}
+
+void buildRope(KernelAlgorithm &k) {
+  const KernelSpec &s = k.spec;
+  const int width = int(s.heads * s.headDim), hd = int(s.headDim),
+            half = int(s.rotaryDim / 2), positions = int(s.out);
+  ImageParam x(Float(32), 2, "x");
+  ImageParam cosTable(Float(32), 2, "cos_table");
+  ImageParam sinTable(Float(32), 2, "sin_table");
+  Param<int> pos0("pos0");
+  Var c = k.x, t = k.y;
+  Expr i = c % hd;
+  Expr p = clamp(pos0 + t, 0, positions - 1);
+  Expr pair = clamp(i % half, 0, half - 1);
+  Expr cs = cosTable(pair, p), sn = sinTable(pair, p);
+  Expr up = x(clamp(c + half, 0, width - 1), t);
+  Expr down = x(clamp(c - half, 0, width - 1), t);
+  Func out("rope");
+  out(c, t) = select(i < half, x(c, t) * cs - up * sn,
+                     i < 2 * half, x(c, t) * cs + down * sn, x(c, t));
+  x.dim(0).set_bounds(0, width);
+  cosTable.dim(0).set_bounds(0, half);
+  cosTable.dim(1).set_bounds(0, positions).set_stride(half);
+  sinTable.dim(0).set_bounds(0, half);
+  sinTable.dim(1).set_bounds(0, positions).set_stride(half);
+  k.output = out;
+  k.arguments = {x, cosTable, sinTable, pos0};
+}
+
+void buildAttention(KernelAlgorithm &k) {
+  const KernelSpec &s = k.spec;
+  const int hd = int(s.headDim), heads = int(s.heads), kvHeads = int(s.kvHeads),
+            group = heads / kvHeads, slots = int(s.slots);
+  Type cacheType = halideType(s.weightType);
+  ImageParam q(Float(32), 3, "q"), key(Float(32), 3, "k"),
+      value(Float(32), 3, "v");
+  ImageParam keyCache(cacheType, 3, "k_cache"), valueCache(cacheType, 3, "v_cache");
+  Param<int> pos0("pos0"), cached("cached");
+  Expr n = q.dim(2).extent();
+  Var d = k.x, j = k.y, t = k.z, m("m");
+
+  // Position held by key m: cache slots first, then the chunk's own keys.
+  Expr lastPosition = pos0 - 1;
+  Expr slotPosition = s.ring ? lastPosition - ((lastPosition - m) % slots) : Expr(m);
+  Expr keyPosition = select(m < cached, slotPosition, pos0 + (m - cached));
+  Expr fromCache = m < cached;
+  Expr slot = clamp(m, 0, slots - 1), row = clamp(m - cached, 0, n - 1);
+  Func keys("keys"), values("values");
+  keys(d, j, m) = select(fromCache, cast<float>(keyCache(d, j, slot)),
+                         key(d, j, row));
+  values(d, j, m) = select(fromCache, cast<float>(valueCache(d, j, slot)),
+                           value(d, j, row));
+  Func keyPositions("key_positions");
+  keyPositions(m) = keyPosition;
+  // Whether the query at chunk row tt sees key mm (causal, and within the
+  // window for a sliding layer).
+  auto visible = [&](Expr mm, Expr tt) {
+    Expr kp = keyPositions(mm), qp = pos0 + tt;
+    Expr seen = kp <= qp;
+    if (s.window > 0)
+      seen = seen && kp > qp - int(s.window);
+    return seen;
+  };
+
+  RDom rd(0, hd, "rd");
+  Func scores("scores");
+  scores(m, j, t) = 0.0f;
+  scores(m, j, t) += q(rd, j, t) * keys(rd, j / group, m);
+
+  k.reduction = RDom(0, cached + n, "rm");
+  RVar rm = k.reduction.x;
+  const float lowest = -3.0e38f;
+  Func maxScore("max_score");
+  maxScore(j, t) = lowest;
+  maxScore(j, t) = max(maxScore(j, t),
+                       select(visible(rm, t), scores(rm, j, t) * float(s.scale),
+                              lowest));
+  Func weights("weights");
+  weights(m, j, t) =
+      select(visible(m, t),
+             exp(scores(m, j, t) * float(s.scale) - maxScore(j, t)), 0.0f);
+  Func denominator("denominator");
+  denominator(j, t) = 0.0f;
+  denominator(j, t) += weights(rm, j, t);
+  Func accumulated("accumulated");
+  accumulated(d, j, t) = 0.0f;
+  accumulated(d, j, t) += weights(rm, j, t) * values(d, j / group, rm);
+  Func out("attention");
+  out(d, j, t) = accumulated(d, j, t) / denominator(j, t);
+
+  for (ImageParam *p : {&q}) {
+    p->dim(0).set_bounds(0, hd);
+    p->dim(1).set_bounds(0, heads);
+  }
+  for (ImageParam *p : {&key, &value}) {
+    p->dim(0).set_bounds(0, hd);
+    p->dim(1).set_bounds(0, kvHeads);
+    p->dim(2).set_bounds(0, n);
+  }
+  for (ImageParam *p : {&keyCache, &valueCache}) {
+    p->dim(0).set_bounds(0, hd);
+    p->dim(1).set_bounds(0, kvHeads).set_stride(hd);
+    p->dim(2).set_bounds(0, slots).set_stride(hd * kvHeads);
+  }
+  k.output = out;
+  k.scores = scores;
+  k.maxScore = maxScore;
+  k.denominator = denominator;
+  k.innerReduction = rd;
+  k.keys = keys;
+  k.values = values;
+  k.weights = weights;
+  k.accumulated = accumulated;
+  k.keyPositions = keyPositions;
+  k.arguments = {q, key, value, keyCache, valueCache, pos0, cached};
+}
+
+void buildHeadGate(KernelAlgorithm &k) {
+  const KernelSpec &s = k.spec;
+  ImageParam o(Float(32), 2, "o"), g(Float(32), 2, "g");
+  Func out("head_gate");
+  Expr gate = g(k.x / int(s.headDim), k.y);
+  out(k.x, k.y) = o(k.x, k.y) / (1.0f + exp(-gate));
+  o.dim(0).set_bounds(0, int(s.heads * s.headDim));
+  g.dim(0).set_bounds(0, int(s.heads));
+  k.output = out;
+  k.arguments = {o, g};
+}
+
+void buildGeglu(KernelAlgorithm &k) {
+  ImageParam gate(Float(32), 2, "gate"), up(Float(32), 2, "up");
+  Func out("geglu");
+  out(k.x, k.y) = gelu(gate(k.x, k.y)) * up(k.x, k.y);
+  gate.dim(0).set_bounds(0, int(k.spec.in));
+  up.dim(0).set_bounds(0, int(k.spec.in));
+  k.output = out;
+  k.arguments = {gate, up};
+}
+
+void buildAdd(KernelAlgorithm &k) {
+  ImageParam a(Float(32), 2, "a"), b(Float(32), 2, "b");
+  Func out("add");
+  out(k.x, k.y) = a(k.x, k.y) + b(k.x, k.y);
+  a.dim(0).set_bounds(0, int(k.spec.in));
+  b.dim(0).set_bounds(0, int(k.spec.in));
+  k.output = out;
+  k.arguments = {a, b};
+}
+
+} // namespace
+
+KernelAlgorithm buildKernel(const KernelSpec &spec) {
+  KernelAlgorithm k;
+  k.spec = spec;
+  switch (spec.kind) {
+  case KernelKind::Embed:
+    buildEmbed(k);
+    break;
+  case KernelKind::RMSNorm:
+    buildRMSNorm(k);
+    break;
+  case KernelKind::Linear:
+    buildLinear(k);
+    break;
+  case KernelKind::Rope:
+    buildRope(k);
+    break;
+  case KernelKind::Attention:
+    buildAttention(k);
+    break;
+  case KernelKind::HeadGate:
+    buildHeadGate(k);
+    break;
+  case KernelKind::Geglu:
+    buildGeglu(k);
+    break;
+  case KernelKind::Add:
+    buildAdd(k);
+    break;
+  }
+  // Output dim 0 is dense and starts at 0 in every kernel.
+  k.output.output_buffer().dim(0).set_min(0).set_stride(1);
+  return k;
+}
+
+} // namespace spark

@@ -1,0 +1,508 @@
+//===- ModelPlan.cpp - lower the step function to kernel calls ------------===//
+#include "spark/Codegen/ModelPlan.h"
+
+#include "spark/Dialect/SparkOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <cmath>
+#include <map>
+
+using namespace mlir;
+
+namespace spark {
+
+uint64_t fnv1a(llvm::StringRef text, uint64_t seed) {
+  uint64_t h = seed;
+  for (char c : text)
+    h = (h ^ uint8_t(c)) * 0x100000001b3ull;
+  return h;
+}
+
+int64_t PackTensor::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+uint64_t PackTensor::bytes() const {
+  return uint64_t(elements()) * (dtype == ElementType::F32 ? 4 : 2);
+}
+
+namespace {
+
+llvm::Error error(Operation *op, const llvm::Twine &message) {
+  std::string location;
+  llvm::raw_string_ostream os(location);
+  op->getLoc().print(os);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s: %s",
+                                 os.str().c_str(), message.str().c_str());
+}
+
+int64_t width(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape().back();
+}
+
+/// Where an SSA value of the step function lives.
+struct Storage {
+  enum class Kind { Arena, Cache, Tokens, Positions, Logits } kind;
+  int64_t index = 0;   // arena value or cache
+  int64_t column = 0;  // split results: offset into the parent's rows
+  int64_t rowStride = 0;
+};
+
+class Planner {
+public:
+  Planner(const Checkpoint &ckpt, const BuildOptions &options)
+      : ckpt(ckpt), options(options) {
+    plan.config = ckpt.config();
+    plan.options = options;
+  }
+
+  llvm::Expected<ModelPlan> run(ModuleOp module);
+
+private:
+  llvm::Error lower(Operation *op);
+  int kernel(const KernelSpec &spec);
+  int weightTensor(Operation *op, FlatSymbolRefAttr symbol, ElementType dtype,
+                   llvm::Error &err);
+  int ropeTable(double theta, int64_t rotaryDim, bool cosine);
+  int64_t newValue(Value v, int64_t features);
+  View activation(Value v, std::vector<int64_t> innerExtents = {});
+  View weightView(int tensor);
+  void use(Value v);
+  llvm::Error cacheOf(Operation *op, Value cache, int &index);
+  void assignArena();
+
+  const Checkpoint &ckpt;
+  const BuildOptions &options;
+  ModelPlan plan;
+  llvm::DenseMap<Value, Storage> storage;
+  std::map<std::string, int> kernelIndex;
+  llvm::StringMap<int> tensorIndex;
+  int currentStep() const { return int(plan.steps.size()); }
+};
+
+int Planner::kernel(const KernelSpec &spec) {
+  auto [it, inserted] = kernelIndex.try_emplace(spec.name(), 0);
+  if (inserted) {
+    it->second = int(plan.kernels.size());
+    plan.kernels.push_back(spec);
+  }
+  return it->second;
+}
+
+int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
+                          ElementType dtype, llvm::Error &err) {
+  auto it = tensorIndex.find(symbol.getValue());
+  if (it != tensorIndex.end())
+    return it->second;
+  auto weight = SymbolTable::lookupNearestSymbolFrom<WeightOp>(op, symbol);
+  const TensorView *source = nullptr;
+  for (const TensorView *t :
+       {&ckpt.embedding(), &ckpt.finalNorm(), &ckpt.outputHead()})
+    if (t->name == symbol.getValue())
+      source = t;
+  for (const LayerTensors &layer : ckpt.layers())
+    for (const TensorView *t :
+         {layer.inputNorm, layer.qkv, layer.q, layer.k, layer.v, layer.attnGate,
+          layer.out, layer.postNorm, layer.gateUp, layer.gate, layer.up,
+          layer.down})
+      if (t && t->name == symbol.getValue())
+        source = t;
+  if (!weight || !source) {
+    err = error(op, "weight " + symbol.getValue() +
+                        " is not a tensor of the checkpoint");
+    return -1;
+  }
+  PackTensor tensor;
+  tensor.name = symbol.getValue().str();
+  tensor.dtype = dtype;
+  tensor.shape = source->shape;
+  tensor.source = source;
+  int index = int(plan.tensors.size());
+  plan.tensors.push_back(std::move(tensor));
+  tensorIndex[symbol.getValue()] = index;
+  return index;
+}
+
+int Planner::ropeTable(double theta, int64_t rotaryDim, bool cosine) {
+  std::string name = llvm::formatv("rope.theta{0}.rd{1}.{2}", theta, rotaryDim,
+                                   cosine ? "cos" : "sin")
+                         .str();
+  auto it = tensorIndex.find(name);
+  if (it != tensorIndex.end())
+    return it->second;
+  // Angles in double precision: p * theta^(-2i/rd) reaches ~1e5 rad at long
+  // contexts, where f32 arithmetic would lose the phase.
+  PackTensor tensor;
+  tensor.name = name;
+  tensor.layout = 1; // SPARK_LAYOUT_TABLE
+  const int64_t half = rotaryDim / 2, positions = options.maxContext;
+  tensor.shape = {positions, half};
+  tensor.values.resize(positions * half);
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      double angle = double(p) * std::pow(theta, -2.0 * double(i) / rotaryDim);
+      tensor.values[p * half + i] = float(cosine ? std::cos(angle) : std::sin(angle));
+    }
+  int index = int(plan.tensors.size());
+  plan.tensors.push_back(std::move(tensor));
+  tensorIndex[name] = index;
+  return index;
+}
+
+int64_t Planner::newValue(Value v, int64_t features) {
+  ArenaValue value;
+  value.floats = options.maxChunk * ((features + 15) / 16 * 16);
+  value.firstStep = value.lastStep = currentStep();
+  int64_t id = int64_t(plan.arena.size());
+  plan.arena.push_back(value);
+  storage[v] = {Storage::Kind::Arena, id, 0, features};
+  return id;
+}
+
+void Planner::use(Value v) {
+  auto it = storage.find(v);
+  if (it != storage.end() && it->second.kind == Storage::Kind::Arena)
+    plan.arena[it->second.index].lastStep = currentStep();
+}
+
+View Planner::activation(Value v, std::vector<int64_t> inner) {
+  const Storage &s = storage.lookup(v);
+  View view;
+  view.base = s.kind == Storage::Kind::Logits ? View::Base::Logits
+                                               : View::Base::Arena;
+  view.index = s.index;
+  view.column = s.column;
+  if (inner.empty())
+    inner = {width(v)};
+  view.extents = inner;
+  int64_t stride = 1;
+  for (int64_t e : inner) {
+    view.strides.push_back(stride);
+    stride *= e;
+  }
+  view.hasRows = true;
+  view.rowStride = s.rowStride;
+  return view;
+}
+
+View Planner::weightView(int tensor) {
+  const PackTensor &t = plan.tensors[tensor];
+  View view;
+  view.base = View::Base::Weight;
+  view.index = tensor;
+  view.type = t.dtype;
+  // Pack tensors are row-major [rows][cols]: Halide dims are (cols, rows).
+  std::vector<int64_t> dims(t.shape.rbegin(), t.shape.rend());
+  view.extents = dims;
+  int64_t stride = 1;
+  for (int64_t e : dims) {
+    view.strides.push_back(stride);
+    stride *= e;
+  }
+  return view;
+}
+
+llvm::Error Planner::cacheOf(Operation *op, Value cache, int &index) {
+  auto it = storage.find(cache);
+  if (it == storage.end() || it->second.kind != Storage::Kind::Cache)
+    return error(op, "cache operand must be a cache argument of the step "
+                     "function or a spark.kv_write of one");
+  index = int(it->second.index);
+  return llvm::Error::success();
+}
+
+static Step::Arg viewArg(View v) {
+  Step::Arg a;
+  a.view = std::move(v);
+  return a;
+}
+
+static Step::Arg scalarArg(std::string expr) {
+  Step::Arg a;
+  a.scalar = true;
+  a.expr = std::move(expr);
+  return a;
+}
+
+llvm::Error Planner::lower(Operation *op) {
+  const ElementType matrixType = options.dtype;
+  llvm::Error err = llvm::Error::success();
+  Step step;
+  step.comment = op->getName().getStringRef().str();
+
+  auto output = [&](Value result, std::vector<int64_t> inner = {}) {
+    newValue(result, width(result));
+    return viewArg(activation(result, std::move(inner)));
+  };
+  auto input = [&](Value v, std::vector<int64_t> inner = {}) {
+    use(v);
+    return viewArg(activation(v, std::move(inner)));
+  };
+
+  if (auto embed = dyn_cast<EmbedOp>(op)) {
+    int table = weightTensor(op, embed.getTableAttr(), matrixType, err);
+    if (err)
+      return err;
+    KernelSpec spec;
+    spec.kind = KernelKind::Embed;
+    spec.in = width(embed.getResult());
+    spec.out = plan.tensors[table].shape[0];
+    spec.weightType = matrixType;
+    step.kernel = kernel(spec);
+    View ids;
+    ids.base = View::Base::Tokens;
+    ids.isInt32 = true;
+    ids.hasRows = true;
+    ids.rowStride = 1;
+    step.args = {viewArg(ids), viewArg(weightView(table))};
+    step.args.push_back(output(embed.getResult()));
+  } else if (auto norm = dyn_cast<RMSNormOp>(op)) {
+    if (norm.getOutputScale())
+      return error(op, "rms_norm with a folded output quantization is not "
+                       "supported by the host codegen yet");
+    int w = weightTensor(op, norm.getWeightAttr(), ElementType::F32, err);
+    if (err)
+      return err;
+    KernelSpec spec;
+    spec.kind = KernelKind::RMSNorm;
+    spec.in = width(norm.getInput());
+    spec.epsilon = norm.getEpsilon().convertToDouble();
+    step.kernel = kernel(spec);
+    step.headRows = norm->hasOneUse() && isa<LogitsOp>(*norm->user_begin());
+    step.args = {input(norm.getInput()), viewArg(weightView(w))};
+    step.args.push_back(output(norm.getResult()));
+  } else if (isa<LinearOp, LogitsOp>(op)) {
+    Value in = op->getOperand(0), result = op->getResult(0);
+    auto symbol = isa<LinearOp>(op) ? cast<LinearOp>(op).getWeightAttr()
+                                    : cast<LogitsOp>(op).getHeadAttr();
+    int w = weightTensor(op, symbol, matrixType, err);
+    if (err)
+      return err;
+    KernelSpec spec;
+    spec.kind = KernelKind::Linear;
+    spec.in = width(in);
+    spec.out = width(result);
+    spec.weightType = matrixType;
+    spec.phase = Phase::Prefill;
+    step.kernel = kernel(spec);
+    spec.phase = Phase::Decode;
+    step.decodeKernel = kernel(spec);
+    step.args = {input(in), viewArg(weightView(w))};
+    if (isa<LogitsOp>(op)) {
+      step.headRows = true;
+      storage[result] = {Storage::Kind::Logits, 0, 0, width(result)};
+      step.args.push_back(viewArg(activation(result)));
+    } else {
+      step.args.push_back(output(result));
+    }
+  } else if (auto split = dyn_cast<SplitOp>(op)) {
+    use(split.getInput());
+    Storage parent = storage.lookup(split.getInput());
+    int64_t column = parent.column;
+    for (auto [result, size] : llvm::zip(split.getResults(), split.getSizes())) {
+      Storage piece = parent;
+      piece.column = column;
+      storage[result] = piece;
+      column += size;
+    }
+    return llvm::Error::success(); // a view, no step
+  } else if (auto rope = dyn_cast<RopeOp>(op)) {
+    KernelSpec spec;
+    spec.kind = KernelKind::Rope;
+    spec.heads = rope.getNumHeads();
+    spec.headDim = rope.getHeadDim();
+    spec.rotaryDim = rope.getRotaryDim();
+    spec.out = options.maxContext;
+    double theta = rope.getTheta().convertToDouble();
+    step.kernel = kernel(spec);
+    step.args = {input(rope.getInput()),
+                 viewArg(weightView(ropeTable(theta, spec.rotaryDim, true))),
+                 viewArg(weightView(ropeTable(theta, spec.rotaryDim, false))),
+                 scalarArg("pos0")};
+    step.args.push_back(output(rope.getResult()));
+  } else if (auto attn = dyn_cast<AttentionOp>(op)) {
+    int kc, vc;
+    if (llvm::Error e = cacheOf(op, attn.getKeyCache(), kc))
+      return e;
+    if (llvm::Error e = cacheOf(op, attn.getValueCache(), vc))
+      return e;
+    const CacheSpec &cache = plan.caches[kc];
+    KernelSpec spec;
+    spec.kind = KernelKind::Attention;
+    spec.heads = attn.getNumHeads();
+    spec.kvHeads = attn.getNumKvHeads();
+    spec.headDim = attn.getHeadDim();
+    spec.window = attn.getWindow().value_or(0);
+    spec.slots = cache.slots;
+    spec.ring = cache.ring;
+    spec.scale = attn.getScale().convertToDouble();
+    spec.weightType = ElementType::F32;
+    step.kernel = kernel(spec);
+    const int64_t hd = spec.headDim;
+    auto cacheView = [&](int index) {
+      View v;
+      v.base = View::Base::Cache;
+      v.index = index;
+      v.extents = {hd, spec.kvHeads, spec.slots};
+      v.strides = {1, hd, hd * spec.kvHeads};
+      return viewArg(v);
+    };
+    step.args = {input(attn.getQuery(), {hd, spec.heads}),
+                 input(attn.getKey(), {hd, spec.kvHeads}),
+                 input(attn.getValue(), {hd, spec.kvHeads}), cacheView(kc),
+                 cacheView(vc), scalarArg("pos0"),
+                 scalarArg(llvm::formatv("(pos0 < {0} ? pos0 : {0})",
+                                         spec.slots)
+                               .str())};
+    step.args.push_back(output(attn.getResult(), {hd, spec.heads}));
+  } else if (auto write = dyn_cast<KVWriteOp>(op)) {
+    int cache;
+    if (llvm::Error e = cacheOf(op, write.getCache(), cache))
+      return e;
+    step.kind = Step::Kind::CacheWrite;
+    step.cache = cache;
+    use(write.getValues());
+    step.source = activation(write.getValues());
+    step.width = width(write.getValues());
+    storage[write.getResult()] = storage.lookup(write.getCache());
+  } else if (auto gate = dyn_cast<HeadGateOp>(op)) {
+    KernelSpec spec;
+    spec.kind = KernelKind::HeadGate;
+    spec.heads = gate.getNumHeads();
+    spec.headDim = width(gate.getInput()) / spec.heads;
+    step.kernel = kernel(spec);
+    step.args = {input(gate.getInput()), input(gate.getGate())};
+    step.args.push_back(output(gate.getResult()));
+  } else if (isa<GegluOp, AddOp>(op)) {
+    KernelSpec spec;
+    spec.kind = isa<GegluOp>(op) ? KernelKind::Geglu : KernelKind::Add;
+    spec.in = width(op->getResult(0));
+    if (isa<AddOp>(op) && (op->getOperand(0).getType() != op->getOperand(1).getType()))
+      return error(op, "the host codegen supports spark.add of equal shapes "
+                       "only (a residual add)");
+    step.kernel = kernel(spec);
+    step.args = {input(op->getOperand(0)), input(op->getOperand(1))};
+    step.args.push_back(output(op->getResult(0)));
+  } else if (isa<func::ReturnOp>(op)) {
+    if (op->getNumOperands() < 1 ||
+        storage.lookup(op->getOperand(0)).kind != Storage::Kind::Logits)
+      return error(op, "the step function must return the logits first");
+    return llvm::Error::success();
+  } else {
+    return error(op, "the host codegen cannot lower '" +
+                         op->getName().getStringRef() +
+                         "' (decomposed and quantized ops need the fusion "
+                         "passes, which are not in this build yet)");
+  }
+  plan.steps.push_back(std::move(step));
+  return llvm::Error::success();
+}
+
+/// First-fit placement of arena values whose step ranges overlap.
+void Planner::assignArena() {
+  std::vector<int> order(plan.arena.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = int(i);
+  std::vector<int> placed;
+  for (int id : order) {
+    ArenaValue &v = plan.arena[id];
+    int64_t offset = 0;
+    bool moved = true;
+    while (moved) {
+      moved = false;
+      for (int other : placed) {
+        const ArenaValue &o = plan.arena[other];
+        bool liveTogether = o.firstStep <= v.lastStep && v.firstStep <= o.lastStep;
+        bool overlaps = offset < o.offset + o.floats && o.offset < offset + v.floats;
+        if (liveTogether && overlaps) {
+          offset = o.offset + o.floats;
+          moved = true;
+        }
+      }
+    }
+    v.offset = offset;
+    plan.arenaFloats = std::max(plan.arenaFloats, offset + v.floats);
+    placed.push_back(id);
+  }
+}
+
+llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
+  auto step = module.lookupSymbol<func::FuncOp>("step");
+  if (!step)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the module has no func.func @step");
+  Block &body = step.getBody().front();
+  if (body.getNumArguments() < 2 || (body.getNumArguments() - 2) % 2 != 0)
+    return error(step, "@step takes (ids, positions, k/v caches...)");
+  storage[body.getArgument(0)] = {Storage::Kind::Tokens, 0, 0, 1};
+  storage[body.getArgument(1)] = {Storage::Kind::Positions, 0, 0, 1};
+
+  // Cache layout: sliding layers keep a ring of window - 1 slots (the spec's
+  // section 4: exact, the current token comes from the chunk), full layers
+  // a linear cache of max_context slots.
+  llvm::DenseMap<Value, std::pair<bool, int64_t>> cacheShape;
+  for (AttentionOp attn : step.getOps<AttentionOp>()) {
+    bool sliding = attn.getKind() == AttentionKind::Sliding;
+    int64_t slots = sliding ? std::max<int64_t>(1, std::min<int64_t>(
+                                  int64_t(*attn.getWindow()) - 1,
+                                  options.maxContext))
+                            : options.maxContext;
+    cacheShape[attn.getKeyCache()] = {sliding, slots};
+    cacheShape[attn.getValueCache()] = {sliding, slots};
+  }
+  for (unsigned i = 2; i < body.getNumArguments(); ++i) {
+    Value arg = body.getArgument(i);
+    auto type = cast<RankedTensorType>(arg.getType());
+    auto it = cacheShape.find(arg);
+    if (it == cacheShape.end())
+      return error(step, llvm::formatv("cache argument {0} is not read by any "
+                                       "spark.attention",
+                                       i));
+    CacheSpec cache;
+    cache.layer = int((i - 2) / 2);
+    cache.keys = (i - 2) % 2 == 0;
+    cache.ring = it->second.first;
+    cache.slots = it->second.second;
+    cache.kvHeads = type.getShape()[1];
+    cache.headDim = type.getShape()[2];
+    storage[arg] = {Storage::Kind::Cache, int64_t(plan.caches.size()), 0, 0};
+    plan.caches.push_back(cache);
+  }
+  for (Operation &op : body)
+    if (llvm::Error e = lower(&op))
+      return std::move(e);
+  assignArena();
+
+  std::string configText =
+      llvm::formatv("{0}", llvm::json::Value(plan.config.toJSON())).str();
+  plan.configHash = fnv1a(configText);
+  std::string abi = llvm::formatv("abi1;ctx{0};chunk{1};", options.maxContext,
+                                  options.maxChunk)
+                        .str();
+  for (const KernelSpec &k : plan.kernels)
+    abi += k.name() + ";";
+  for (const PackTensor &t : plan.tensors)
+    abi += llvm::formatv("{0}:{1}:{2};", t.name, int(t.dtype), t.bytes()).str();
+  for (const CacheSpec &c : plan.caches)
+    abi += llvm::formatv("{0}:{1}:{2};", c.ring, c.slots, c.kvHeads * c.headDim)
+               .str();
+  plan.abiHash = fnv1a(abi, plan.configHash);
+  return std::move(plan);
+}
+
+} // namespace
+
+llvm::Expected<ModelPlan> planModel(ModuleOp module, const Checkpoint &ckpt,
+                                    const BuildOptions &options) {
+  return Planner(ckpt, options).run(module);
+}
+
+} // namespace spark

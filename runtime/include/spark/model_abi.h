@@ -1,0 +1,89 @@
+/* model_abi.h - the interface between a compiled model library and the runtime.
+ *
+ * spark-compile generates libspark_model.a whose only exported entry point is
+ * spark_model_definition(), returning a spark_model_def. The runtime
+ * (runtime.h) drives any model through this struct; applications do not call
+ * its members directly. Plain C, versioned by SPARK_MODEL_ABI_VERSION. */
+#ifndef SPARK_MODEL_ABI_H
+#define SPARK_MODEL_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPARK_MODEL_ABI_VERSION 1
+
+/* Element types of pack tensors and caches. */
+typedef enum spark_dtype {
+  SPARK_DTYPE_F32 = 0,
+  SPARK_DTYPE_F16 = 1,
+  SPARK_DTYPE_BF16 = 2,
+} spark_dtype;
+
+/* How a pack tensor is laid out (what its kernel reads). */
+typedef enum spark_layout {
+  SPARK_LAYOUT_ROW_MAJOR = 0, /* [rows][cols], the checkpoint's own order */
+  SPARK_LAYOUT_TABLE = 1,     /* precomputed table (RoPE cos/sin) [positions][dims] */
+} spark_layout;
+
+typedef enum spark_cache_layout {
+  SPARK_CACHE_LINEAR = 0, /* slot p holds position p */
+  SPARK_CACHE_RING = 1,   /* slot p mod slots holds position p */
+} spark_cache_layout;
+
+/* One tensor the model reads from the pack, in the order step() expects. */
+typedef struct spark_tensor_def {
+  const char *name;
+  spark_dtype dtype;
+  spark_layout layout;
+  uint64_t bytes;
+} spark_tensor_def;
+
+/* One cache tensor: [slots][kv_heads][head_dim] of dtype. */
+typedef struct spark_cache_def {
+  spark_cache_layout layout;
+  spark_dtype dtype;
+  int32_t slots;
+  int32_t kv_heads;
+  int32_t head_dim;
+} spark_cache_def;
+
+typedef struct spark_model_def {
+  uint32_t abi_version; /* SPARK_MODEL_ABI_VERSION */
+  uint64_t abi_hash;    /* tensor table + kernels; must equal the pack's */
+  uint64_t config_hash; /* config.json content; must equal the pack's */
+  const char *target;   /* e.g. "host"; must equal the pack's */
+  int32_t vocab_size;
+  int32_t hidden_size;
+  int32_t num_layers;
+  int32_t max_context; /* positions a session can hold */
+  int32_t max_chunk;   /* tokens one step() call accepts */
+  size_t arena_bytes;  /* scratch one step() needs (per session) */
+  int32_t num_tensors;
+  const spark_tensor_def *tensors;
+  int32_t num_caches; /* 2 per layer: keys then values */
+  const spark_cache_def *caches;
+
+  /* Returns 0 if this CPU can run the library (else the reason). */
+  const char *(*unsupported_reason)(void);
+  /* Which code path step() uses on this CPU, e.g. "x86-avx512". */
+  const char *(*dispatch_name)(void);
+  /* Sets the worker threads of the kernels (process-wide). */
+  void (*set_num_threads)(int threads);
+  /* Evaluates tokens ids[0..n) at positions pos0..pos0+n-1 (1 <= n <=
+   * max_chunk, pos0 + n <= max_context), reading and updating caches, and
+   * writes logits of the last n_logits tokens ([n_logits][vocab]) to logits.
+   * Returns 0 on success. */
+  int (*step)(const void *const *weights, void *const *caches, void *arena,
+              const int32_t *ids, int32_t pos0, int32_t n, int32_t n_logits,
+              float *logits);
+} spark_model_def;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPARK_MODEL_ABI_H */

@@ -1,0 +1,151 @@
+/* runtime.h - the spark runtime: load a weight pack, keep explicit caches,
+ * prefill, decode and sample with a model library built by spark-compile.
+ *
+ *   #include "spark/runtime.h"
+ *   #include "spark_model.h"            // generated: spark_model_definition()
+ *   spark_model *model;
+ *   spark_open_params params = spark_open_params_default();
+ *   if (spark_model_open(spark_model_definition(), "out/model.spkw", &params,
+ *                        &model) != SPARK_OK) ...
+ *
+ * Conventions: opaque handles with create/destroy pairs; every function
+ * returns a spark_status (no aborts, no exceptions); out-parameters come
+ * last. A model is immutable after open and may be shared by threads; a
+ * session is used by one thread at a time. The kernels' worker threads are
+ * process-wide (set by spark_open_params.num_threads). */
+#ifndef SPARK_RUNTIME_H
+#define SPARK_RUNTIME_H
+
+#include "spark/model_abi.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum spark_status {
+  SPARK_OK = 0,
+  SPARK_ERROR_INVALID_ARGUMENT = 1, /* a NULL handle, a size of 0, ... */
+  SPARK_ERROR_IO = 2,               /* the pack cannot be opened or mapped */
+  SPARK_ERROR_BAD_PACK = 3,         /* magic, version, size or checksum wrong */
+  SPARK_ERROR_PACK_MISMATCH = 4,    /* pack built for another model/target/ABI */
+  SPARK_ERROR_UNSUPPORTED_CPU = 5,  /* the library cannot run on this CPU */
+  SPARK_ERROR_TOKEN_OUT_OF_RANGE = 6,
+  SPARK_ERROR_CONTEXT_FULL = 7, /* the session's caches hold no more positions */
+  SPARK_ERROR_OUT_OF_MEMORY = 8,
+  SPARK_ERROR_KERNEL = 9,       /* a kernel reported an error */
+  SPARK_ERROR_NO_LOGITS = 10,   /* nothing evaluated yet */
+} spark_status;
+
+/* A static English description of a status. */
+const char *spark_status_string(spark_status status);
+/* The runtime's version, "MAJOR.MINOR.PATCH". */
+const char *spark_runtime_version(void);
+
+typedef struct spark_model spark_model;
+typedef struct spark_session spark_session;
+
+typedef struct spark_open_params {
+  /* Verify every tensor's checksum at open (reads the whole pack once).
+   * Default 1. */
+  int verify_checksums;
+  /* Kernel worker threads; 0 keeps the current setting (default: one per
+   * core). Process-wide. */
+  int num_threads;
+  /* Optional buffer that receives a message naming what failed. */
+  char *error_message;
+  size_t error_message_bytes;
+} spark_open_params;
+
+spark_open_params spark_open_params_default(void);
+
+/* Maps pack_path and validates it against def (magic, version, ABI hash,
+ * config hash, target, tensor table, checksums). Weights stay mapped: no
+ * copy, no repacking. */
+spark_status spark_model_open(const spark_model_def *def,
+                              const char *pack_path,
+                              const spark_open_params *params,
+                              spark_model **out_model);
+void spark_model_close(spark_model *model);
+
+typedef struct spark_model_info {
+  int32_t vocab_size;
+  int32_t max_context;
+  int32_t max_chunk;
+  int32_t num_caches;
+  size_t arena_bytes;
+  size_t pack_bytes;
+  const char *target;
+  const char *dispatch; /* code path the kernels take on this CPU */
+} spark_model_info;
+
+spark_status spark_model_get_info(const spark_model *model,
+                                  spark_model_info *out_info);
+
+/* Bytes of cache tensor i (0 <= i < num_caches; 2 per layer, keys first). */
+spark_status spark_cache_bytes(const spark_model *model, int32_t index,
+                               size_t *out_bytes);
+
+/* A session: caches (owned by the session, or by the caller when
+ * cache_buffers is non-NULL: then num_caches pointers of spark_cache_bytes
+ * each, 64-byte aligned, that must outlive the session), a scratch arena and
+ * the logits of the last evaluated token. */
+spark_status spark_session_create(spark_model *model, void *const *cache_buffers,
+                                  spark_session **out_session);
+void spark_session_destroy(spark_session *session);
+
+/* Forgets all positions (caches need no clearing: unwritten slots are never
+ * read). */
+spark_status spark_session_reset(spark_session *session);
+/* Positions evaluated so far. */
+int32_t spark_session_position(const spark_session *session);
+/* The cache tensors themselves, for the application to inspect or copy. */
+spark_status spark_session_cache(spark_session *session, int32_t index,
+                                 void **out_data);
+
+/* Snapshot / restore the whole session state (position + caches). */
+spark_status spark_session_snapshot_bytes(const spark_session *session,
+                                          size_t *out_bytes);
+spark_status spark_session_snapshot(const spark_session *session, void *buffer,
+                                    size_t buffer_bytes);
+spark_status spark_session_restore(spark_session *session, const void *buffer,
+                                   size_t buffer_bytes);
+
+/* Evaluates n tokens after the current position in chunks of at most
+ * chunk tokens (0: the model's max_chunk). When logits is non-NULL it
+ * receives [n][vocab] floats, one row per token; otherwise only the last
+ * token's logits are computed. */
+spark_status spark_session_eval(spark_session *session, const int32_t *tokens,
+                                int32_t n, int32_t chunk, float *logits);
+/* Evaluates one token (a decode step). */
+spark_status spark_session_decode(spark_session *session, int32_t token);
+/* Logits of the last evaluated token: [vocab] floats, valid until the next
+ * call on the session. */
+spark_status spark_session_logits(const spark_session *session,
+                                  const float **out_logits);
+
+typedef struct spark_sampler_params {
+  float temperature; /* <= 0: greedy */
+  int32_t top_k;     /* <= 0: no limit */
+  float top_p;       /* >= 1: no limit */
+  uint64_t seed;
+} spark_sampler_params;
+
+spark_sampler_params spark_sampler_params_default(void);
+
+typedef struct spark_sampler spark_sampler;
+spark_status spark_sampler_create(const spark_sampler_params *params,
+                                  int32_t vocab_size,
+                                  spark_sampler **out_sampler);
+void spark_sampler_destroy(spark_sampler *sampler);
+/* Picks a token from logits [vocab]. */
+spark_status spark_sampler_sample(spark_sampler *sampler, const float *logits,
+                                  int32_t *out_token);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPARK_RUNTIME_H */

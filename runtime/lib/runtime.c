@@ -1,0 +1,552 @@
+/* runtime.c - the thin spark runtime: pack loading, sessions, sampling. */
+#define _GNU_SOURCE
+#include "spark/runtime.h"
+#include "spark/pack_format.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct spark_model {
+  const spark_model_def *def;
+  void *map;
+  size_t map_bytes;
+  const void **weights; /* def->num_tensors pointers into map */
+};
+
+struct spark_session {
+  spark_model *model;
+  void **caches;
+  int owns_caches;
+  void *arena;
+  float *logits; /* [max_chunk][vocab] */
+  int32_t position;
+  int32_t has_logits;
+  int32_t last_row; /* row of logits holding the last token */
+};
+
+struct spark_sampler {
+  spark_sampler_params params;
+  int32_t vocab;
+  uint64_t state;
+  float *probs;
+  int32_t *order;
+  int32_t *scratch;
+};
+
+const char *spark_status_string(spark_status status) {
+  switch (status) {
+  case SPARK_OK: return "ok";
+  case SPARK_ERROR_INVALID_ARGUMENT: return "invalid argument";
+  case SPARK_ERROR_IO: return "cannot read the weight pack";
+  case SPARK_ERROR_BAD_PACK: return "the weight pack is damaged";
+  case SPARK_ERROR_PACK_MISMATCH: return "the weight pack belongs to another model, target or ABI";
+  case SPARK_ERROR_UNSUPPORTED_CPU: return "this CPU cannot run the model library";
+  case SPARK_ERROR_TOKEN_OUT_OF_RANGE: return "token id outside the vocabulary";
+  case SPARK_ERROR_CONTEXT_FULL: return "the session's context is full";
+  case SPARK_ERROR_OUT_OF_MEMORY: return "out of memory";
+  case SPARK_ERROR_KERNEL: return "a kernel failed";
+  case SPARK_ERROR_NO_LOGITS: return "no token evaluated yet";
+  }
+  return "unknown status";
+}
+
+const char *spark_runtime_version(void) { return "0.1.0"; }
+
+spark_open_params spark_open_params_default(void) {
+  spark_open_params p;
+  memset(&p, 0, sizeof(p));
+  p.verify_checksums = 1;
+  return p;
+}
+
+static spark_status fail(const spark_open_params *params, spark_status status,
+                         const char *format, ...) {
+  if (params && params->error_message && params->error_message_bytes) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(params->error_message, params->error_message_bytes, format, args);
+    va_end(args);
+  }
+  return status;
+}
+
+static void *aligned_zalloc(size_t bytes) {
+  void *p = NULL;
+  if (bytes == 0)
+    bytes = 64;
+  if (posix_memalign(&p, 64, (bytes + 63) & ~(size_t)63) != 0)
+    return NULL;
+  memset(p, 0, bytes);
+  return p;
+}
+
+static size_t dtype_bytes(spark_dtype dtype) {
+  return dtype == SPARK_DTYPE_F32 ? 4 : 2;
+}
+
+spark_status spark_model_open(const spark_model_def *def,
+                              const char *pack_path,
+                              const spark_open_params *params,
+                              spark_model **out_model) {
+  spark_open_params defaults = spark_open_params_default();
+  if (!params)
+    params = &defaults;
+  if (!def || !pack_path || !out_model)
+    return fail(params, SPARK_ERROR_INVALID_ARGUMENT,
+                "spark_model_open: def, pack_path and out_model must be set");
+  *out_model = NULL;
+  if (def->abi_version != SPARK_MODEL_ABI_VERSION)
+    return fail(params, SPARK_ERROR_PACK_MISMATCH,
+                "model library ABI version %u, runtime expects %u",
+                def->abi_version, SPARK_MODEL_ABI_VERSION);
+  const char *why = def->unsupported_reason();
+  if (why)
+    return fail(params, SPARK_ERROR_UNSUPPORTED_CPU, "%s", why);
+
+  int fd = open(pack_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return fail(params, SPARK_ERROR_IO, "%s: %s", pack_path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(spark_pack_header)) {
+    close(fd);
+    return fail(params, SPARK_ERROR_BAD_PACK,
+                "%s: too short for a weight pack header", pack_path);
+  }
+  size_t bytes = (size_t)st.st_size;
+  void *map = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED)
+    return fail(params, SPARK_ERROR_IO, "%s: mmap: %s", pack_path,
+                strerror(errno));
+
+  spark_model *model = calloc(1, sizeof(*model));
+  const void **weights = calloc((size_t)def->num_tensors + 1, sizeof(void *));
+  if (!model || !weights) {
+    free(model);
+    free(weights);
+    munmap(map, bytes);
+    return fail(params, SPARK_ERROR_OUT_OF_MEMORY, "out of memory");
+  }
+  model->def = def;
+  model->map = map;
+  model->map_bytes = bytes;
+  model->weights = weights;
+
+  spark_status status = SPARK_OK;
+  const spark_pack_header *h = (const spark_pack_header *)map;
+  const unsigned char *base = (const unsigned char *)map;
+#define REJECT(code, ...)                                                      \
+  do {                                                                         \
+    status = fail(params, code, __VA_ARGS__);                                  \
+    goto done;                                                                 \
+  } while (0)
+  if (memcmp(h->magic, SPARK_PACK_MAGIC, 8) != 0)
+    REJECT(SPARK_ERROR_BAD_PACK, "%s: not a spark weight pack (bad magic)",
+           pack_path);
+  if (h->version != SPARK_PACK_VERSION ||
+      h->header_bytes != sizeof(spark_pack_header))
+    REJECT(SPARK_ERROR_BAD_PACK, "%s: pack format version %u, expected %u",
+           pack_path, h->version, SPARK_PACK_VERSION);
+  if (h->file_bytes != bytes)
+    REJECT(SPARK_ERROR_BAD_PACK, "%s: file is %zu bytes, header says %llu "
+           "(truncated or appended to)", pack_path, bytes,
+           (unsigned long long)h->file_bytes);
+  if (memchr(h->target, 0, sizeof(h->target)) == NULL ||
+      strcmp(h->target, def->target) != 0)
+    REJECT(SPARK_ERROR_PACK_MISMATCH, "%s: pack built for target '%.32s', "
+           "library for '%s'", pack_path, h->target, def->target);
+  if (h->abi_hash != def->abi_hash)
+    REJECT(SPARK_ERROR_PACK_MISMATCH, "%s: pack ABI hash %016llx differs from "
+           "the library's %016llx (built by another compile)", pack_path,
+           (unsigned long long)h->abi_hash, (unsigned long long)def->abi_hash);
+  if (h->config_hash != def->config_hash)
+    REJECT(SPARK_ERROR_PACK_MISMATCH, "%s: pack is for another model config",
+           pack_path);
+  if (h->tensor_count != (uint64_t)def->num_tensors ||
+      h->table_offset > bytes ||
+      (bytes - h->table_offset) / sizeof(spark_pack_entry) < h->tensor_count)
+    REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor table does not fit the file",
+           pack_path);
+  const spark_pack_entry *table =
+      (const spark_pack_entry *)(base + h->table_offset);
+  if (spark_checksum(table, h->tensor_count * sizeof(spark_pack_entry)) !=
+      h->table_checksum)
+    REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor table checksum mismatch",
+           pack_path);
+  for (int32_t i = 0; i < def->num_tensors; ++i) {
+    const spark_pack_entry *e = &table[i];
+    const spark_tensor_def *t = &def->tensors[i];
+    if (memchr(e->name, 0, sizeof(e->name)) == NULL ||
+        strcmp(e->name, t->name) != 0 || e->dtype != (uint32_t)t->dtype ||
+        e->layout != (uint32_t)t->layout || e->bytes != t->bytes)
+      REJECT(SPARK_ERROR_PACK_MISMATCH, "%s: tensor %d is '%.96s', the library "
+             "expects '%s' with %llu bytes", pack_path, i, e->name, t->name,
+             (unsigned long long)t->bytes);
+    if (e->offset % SPARK_PACK_ALIGNMENT != 0 || e->offset > bytes ||
+        e->bytes > bytes - e->offset)
+      REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' lies outside the file",
+             pack_path, t->name);
+    if (params->verify_checksums &&
+        spark_checksum(base + e->offset, e->bytes) != e->checksum)
+      REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' fails its checksum",
+             pack_path, t->name);
+    weights[i] = base + e->offset;
+  }
+#undef REJECT
+  if (params->num_threads > 0)
+    def->set_num_threads(params->num_threads);
+done:
+  if (status != SPARK_OK) {
+    spark_model_close(model);
+    return status;
+  }
+  *out_model = model;
+  return SPARK_OK;
+}
+
+void spark_model_close(spark_model *model) {
+  if (!model)
+    return;
+  if (model->map)
+    munmap(model->map, model->map_bytes);
+  free(model->weights);
+  free(model);
+}
+
+spark_status spark_model_get_info(const spark_model *model,
+                                  spark_model_info *out_info) {
+  if (!model || !out_info)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  const spark_model_def *d = model->def;
+  out_info->vocab_size = d->vocab_size;
+  out_info->max_context = d->max_context;
+  out_info->max_chunk = d->max_chunk;
+  out_info->num_caches = d->num_caches;
+  out_info->arena_bytes = d->arena_bytes;
+  out_info->pack_bytes = model->map_bytes;
+  out_info->target = d->target;
+  out_info->dispatch = d->dispatch_name();
+  return SPARK_OK;
+}
+
+spark_status spark_cache_bytes(const spark_model *model, int32_t index,
+                               size_t *out_bytes) {
+  if (!model || !out_bytes || index < 0 || index >= model->def->num_caches)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  const spark_cache_def *c = &model->def->caches[index];
+  *out_bytes = (size_t)c->slots * c->kv_heads * c->head_dim *
+               dtype_bytes(c->dtype);
+  return SPARK_OK;
+}
+
+spark_status spark_session_create(spark_model *model, void *const *cache_buffers,
+                                  spark_session **out_session) {
+  if (!model || !out_session)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  *out_session = NULL;
+  const spark_model_def *d = model->def;
+  spark_session *s = calloc(1, sizeof(*s));
+  if (!s)
+    return SPARK_ERROR_OUT_OF_MEMORY;
+  s->model = model;
+  s->caches = calloc((size_t)d->num_caches + 1, sizeof(void *));
+  s->owns_caches = cache_buffers == NULL;
+  s->arena = aligned_zalloc(d->arena_bytes);
+  s->logits = aligned_zalloc((size_t)d->max_chunk * d->vocab_size * sizeof(float));
+  spark_status status = (s->caches && s->arena && s->logits)
+                            ? SPARK_OK
+                            : SPARK_ERROR_OUT_OF_MEMORY;
+  for (int32_t i = 0; status == SPARK_OK && i < d->num_caches; ++i) {
+    if (cache_buffers) {
+      if (!cache_buffers[i] || ((uintptr_t)cache_buffers[i] & 63) != 0)
+        status = SPARK_ERROR_INVALID_ARGUMENT;
+      s->caches[i] = cache_buffers[i];
+    } else {
+      size_t bytes;
+      spark_cache_bytes(model, i, &bytes);
+      s->caches[i] = aligned_zalloc(bytes);
+      if (!s->caches[i])
+        status = SPARK_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  if (status != SPARK_OK) {
+    spark_session_destroy(s);
+    return status;
+  }
+  *out_session = s;
+  return SPARK_OK;
+}
+
+void spark_session_destroy(spark_session *session) {
+  if (!session)
+    return;
+  if (session->caches && session->owns_caches)
+    for (int32_t i = 0; i < session->model->def->num_caches; ++i)
+      free(session->caches[i]);
+  free(session->caches);
+  free(session->arena);
+  free(session->logits);
+  free(session);
+}
+
+spark_status spark_session_reset(spark_session *session) {
+  if (!session)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  session->position = 0;
+  session->has_logits = 0;
+  return SPARK_OK;
+}
+
+int32_t spark_session_position(const spark_session *session) {
+  return session ? session->position : 0;
+}
+
+spark_status spark_session_cache(spark_session *session, int32_t index,
+                                 void **out_data) {
+  if (!session || !out_data || index < 0 ||
+      index >= session->model->def->num_caches)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  *out_data = session->caches[index];
+  return SPARK_OK;
+}
+
+/* Snapshot layout: position, has_logits, last-token logits, then caches. */
+spark_status spark_session_snapshot_bytes(const spark_session *session,
+                                          size_t *out_bytes) {
+  if (!session || !out_bytes)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  const spark_model_def *d = session->model->def;
+  size_t total = 2 * sizeof(int32_t) + (size_t)d->vocab_size * sizeof(float);
+  for (int32_t i = 0; i < d->num_caches; ++i) {
+    size_t bytes;
+    spark_cache_bytes(session->model, i, &bytes);
+    total += bytes;
+  }
+  *out_bytes = total;
+  return SPARK_OK;
+}
+
+spark_status spark_session_snapshot(const spark_session *session, void *buffer,
+                                    size_t buffer_bytes) {
+  size_t needed;
+  if (!buffer || spark_session_snapshot_bytes(session, &needed) != SPARK_OK ||
+      buffer_bytes < needed)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  const spark_model_def *d = session->model->def;
+  unsigned char *p = buffer;
+  memcpy(p, &session->position, sizeof(int32_t));
+  memcpy(p + 4, &session->has_logits, sizeof(int32_t));
+  p += 8;
+  size_t logits_bytes = (size_t)d->vocab_size * sizeof(float);
+  memcpy(p, session->logits + (size_t)session->last_row * d->vocab_size,
+         logits_bytes);
+  p += logits_bytes;
+  for (int32_t i = 0; i < d->num_caches; ++i) {
+    size_t bytes;
+    spark_cache_bytes(session->model, i, &bytes);
+    memcpy(p, session->caches[i], bytes);
+    p += bytes;
+  }
+  return SPARK_OK;
+}
+
+spark_status spark_session_restore(spark_session *session, const void *buffer,
+                                   size_t buffer_bytes) {
+  size_t needed;
+  if (!buffer || spark_session_snapshot_bytes(session, &needed) != SPARK_OK ||
+      buffer_bytes != needed)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  const spark_model_def *d = session->model->def;
+  const unsigned char *p = buffer;
+  int32_t position, has_logits;
+  memcpy(&position, p, 4);
+  memcpy(&has_logits, p + 4, 4);
+  if (position < 0 || position > d->max_context)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  session->position = position;
+  session->has_logits = has_logits;
+  session->last_row = 0;
+  p += 8;
+  size_t logits_bytes = (size_t)d->vocab_size * sizeof(float);
+  memcpy(session->logits, p, logits_bytes);
+  p += logits_bytes;
+  for (int32_t i = 0; i < d->num_caches; ++i) {
+    size_t bytes;
+    spark_cache_bytes(session->model, i, &bytes);
+    memcpy(session->caches[i], p, bytes);
+    p += bytes;
+  }
+  return SPARK_OK;
+}
+
+spark_status spark_session_eval(spark_session *session, const int32_t *tokens,
+                                int32_t n, int32_t chunk, float *logits) {
+  if (!session || !tokens || n <= 0 || chunk < 0)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  const spark_model_def *d = session->model->def;
+  if (chunk == 0 || chunk > d->max_chunk)
+    chunk = d->max_chunk;
+  for (int32_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= d->vocab_size)
+      return SPARK_ERROR_TOKEN_OUT_OF_RANGE;
+  if (n > d->max_context - session->position)
+    return SPARK_ERROR_CONTEXT_FULL;
+  for (int32_t done = 0; done < n;) {
+    int32_t count = n - done < chunk ? n - done : chunk;
+    int last_chunk = done + count == n;
+    /* All rows when the caller wants them; else only the very last token. */
+    int32_t rows = logits ? count : (last_chunk ? 1 : 0);
+    int rc = d->step(session->model->weights, session->caches, session->arena,
+                     tokens + done, session->position, count, rows,
+                     session->logits);
+    if (rc != 0)
+      return SPARK_ERROR_KERNEL;
+    if (logits)
+      memcpy(logits + (size_t)done * d->vocab_size, session->logits,
+             (size_t)count * d->vocab_size * sizeof(float));
+    session->position += count;
+    if (rows > 0) {
+      session->last_row = rows - 1;
+      session->has_logits = 1;
+    }
+    done += count;
+  }
+  return SPARK_OK;
+}
+
+spark_status spark_session_decode(spark_session *session, int32_t token) {
+  return spark_session_eval(session, &token, 1, 1, NULL);
+}
+
+spark_status spark_session_logits(const spark_session *session,
+                                  const float **out_logits) {
+  if (!session || !out_logits)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  if (!session->has_logits)
+    return SPARK_ERROR_NO_LOGITS;
+  *out_logits = session->logits +
+                (size_t)session->last_row * session->model->def->vocab_size;
+  return SPARK_OK;
+}
+
+spark_sampler_params spark_sampler_params_default(void) {
+  spark_sampler_params p;
+  p.temperature = 0.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.seed = 0;
+  return p;
+}
+
+spark_status spark_sampler_create(const spark_sampler_params *params,
+                                  int32_t vocab_size,
+                                  spark_sampler **out_sampler) {
+  if (!params || !out_sampler || vocab_size <= 0)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  spark_sampler *s = calloc(1, sizeof(*s));
+  if (!s)
+    return SPARK_ERROR_OUT_OF_MEMORY;
+  s->params = *params;
+  s->vocab = vocab_size;
+  s->state = params->seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
+  s->probs = malloc((size_t)vocab_size * sizeof(float));
+  s->order = malloc((size_t)vocab_size * sizeof(int32_t));
+  s->scratch = malloc((size_t)vocab_size * sizeof(int32_t));
+  if (!s->probs || !s->order || !s->scratch) {
+    spark_sampler_destroy(s);
+    return SPARK_ERROR_OUT_OF_MEMORY;
+  }
+  *out_sampler = s;
+  return SPARK_OK;
+}
+
+void spark_sampler_destroy(spark_sampler *sampler) {
+  if (!sampler)
+    return;
+  free(sampler->probs);
+  free(sampler->order);
+  free(sampler->scratch);
+  free(sampler);
+}
+
+static uint64_t next_random(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Sorts order[0..n) by descending probs (ties: lower id first), stable
+ * merge sort through scratch; qsort would need global state for probs. */
+static void sort_by_probability(int32_t *order, int32_t *scratch, int32_t n,
+                                const float *probs) {
+  for (int32_t width = 1; width < n; width *= 2) {
+    for (int32_t lo = 0; lo < n; lo += 2 * width) {
+      int32_t mid = lo + width < n ? lo + width : n;
+      int32_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+      int32_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi)
+        scratch[k++] = probs[order[j]] > probs[order[i]] ? order[j++] : order[i++];
+      while (i < mid)
+        scratch[k++] = order[i++];
+      while (j < hi)
+        scratch[k++] = order[j++];
+    }
+    memcpy(order, scratch, (size_t)n * sizeof(int32_t));
+  }
+}
+
+spark_status spark_sampler_sample(spark_sampler *s, const float *logits,
+                                  int32_t *out_token) {
+  if (!s || !logits || !out_token)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  int32_t best = 0;
+  for (int32_t i = 1; i < s->vocab; ++i)
+    if (logits[i] > logits[best])
+      best = i;
+  if (s->params.temperature <= 0.0f) {
+    *out_token = best;
+    return SPARK_OK;
+  }
+  double total = 0.0;
+  for (int32_t i = 0; i < s->vocab; ++i) {
+    s->probs[i] = expf((logits[i] - logits[best]) / s->params.temperature);
+    s->order[i] = i;
+    total += s->probs[i];
+  }
+  for (int32_t i = 0; i < s->vocab; ++i)
+    s->probs[i] = (float)(s->probs[i] / total);
+  sort_by_probability(s->order, s->scratch, s->vocab, s->probs);
+  int32_t keep = s->vocab;
+  if (s->params.top_k > 0 && s->params.top_k < keep)
+    keep = s->params.top_k;
+  double mass = 0.0;
+  for (int32_t i = 0; i < keep; ++i) {
+    mass += s->probs[s->order[i]];
+    if (mass >= s->params.top_p) {
+      keep = i + 1;
+      break;
+    }
+  }
+  double kept = 0.0;
+  for (int32_t i = 0; i < keep; ++i)
+    kept += s->probs[s->order[i]];
+  double u = (double)(next_random(&s->state) >> 11) * 0x1.0p-53 * kept;
+  for (int32_t i = 0; i < keep; ++i) {
+    u -= s->probs[s->order[i]];
+    if (u < 0.0) {
+      *out_token = s->order[i];
+      return SPARK_OK;
+    }
+  }
+  *out_token = s->order[keep - 1];
+  return SPARK_OK;
+}

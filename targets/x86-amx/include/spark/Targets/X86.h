@@ -1,0 +1,39 @@
+//===- X86.h - x86 target facts, variants and kernel schedules ------------===//
+//
+// The host target compiles every kernel twice, for an AVX2+FMA floor and for
+// AVX-512 (Skylake-SP level: F/CD/BW/DQ/VL, which Zen 4 and every Intel
+// AVX-512 core have), and the generated driver picks one per call from CPUID,
+// so no instruction the CPU lacks ever runs. Halide's sapphirerapids target
+// is not used here: it emits VEX AVX-VNNI, which Zen 4 lacks (TOOLCHAIN.md).
+//
+//===----------------------------------------------------------------------===//
+#ifndef SPARK_TARGETS_X86_H
+#define SPARK_TARGETS_X86_H
+
+#include "spark/Codegen/Kernels.h"
+
+#include <string>
+#include <vector>
+
+namespace spark {
+
+/// One ISA level the host library carries code for.
+struct TargetVariant {
+  std::string name;         // "avx512", "avx2"
+  Halide::Target halide;    // what the kernels are compiled for
+  int vectorFloats = 8;     // f32 lanes in one vector register
+  std::string cpuCondition; // C expression, true when this CPU may run it
+};
+
+/// The host target's variants, best first; the last one is the floor.
+std::vector<TargetVariant> x86HostVariants();
+
+/// The Halide target of the standalone runtime linked into the library.
+Halide::Target x86RuntimeTarget();
+
+/// Schedules `kernel` for `variant` (algorithms come from codegen).
+void scheduleX86(KernelAlgorithm &kernel, const TargetVariant &variant);
+
+} // namespace spark
+
+#endif // SPARK_TARGETS_X86_H

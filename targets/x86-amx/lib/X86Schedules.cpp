@@ -1,0 +1,162 @@
+//===- X86Schedules.cpp - x86 schedules of the spark kernels --------------===//
+#include "spark/Targets/X86.h"
+
+using namespace Halide;
+
+namespace spark {
+
+std::vector<TargetVariant> x86HostVariants() {
+  const char *base = "x86-64-linux-sse41-avx-avx2-fma-f16c-no_runtime";
+  TargetVariant avx512;
+  avx512.name = "avx512";
+  avx512.halide = Target(std::string(base) + "-avx512-avx512_skylake");
+  avx512.vectorFloats = 16;
+  avx512.cpuCondition =
+      "__builtin_cpu_supports(\"avx512f\") && "
+      "__builtin_cpu_supports(\"avx512cd\") && "
+      "__builtin_cpu_supports(\"avx512bw\") && "
+      "__builtin_cpu_supports(\"avx512dq\") && "
+      "__builtin_cpu_supports(\"avx512vl\") && "
+      "__builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\") && "
+      "__builtin_cpu_supports(\"f16c\")";
+  TargetVariant avx2;
+  avx2.name = "avx2";
+  avx2.halide = Target(base);
+  avx2.vectorFloats = 8;
+  avx2.cpuCondition = "__builtin_cpu_supports(\"avx2\") && "
+                      "__builtin_cpu_supports(\"fma\") && "
+                      "__builtin_cpu_supports(\"f16c\")";
+  return {avx512, avx2};
+}
+
+Target x86RuntimeTarget() { return Target("x86-64-linux-sse41"); }
+
+namespace {
+
+/// Largest power of two <= limit that divides n (at least 1).
+int dividingBlock(int64_t n, int limit) {
+  int block = 1;
+  while (block * 2 <= limit && n % (block * 2) == 0)
+    block *= 2;
+  return block;
+}
+
+/// Elementwise kernels: vectorize the features, one task per token row.
+void scheduleElementwise(KernelAlgorithm &k, int lanes) {
+  k.output.vectorize(k.x, lanes, TailStrategy::GuardWithIf).parallel(k.y);
+}
+
+/// A sum over `r` into f(pure vars), vectorized into `lanes` partial sums
+/// (vertical FMAs, one horizontal add at the end) when the length allows.
+/// Returns the rfactored partial-sum Func, or an undefined Func.
+Func vectorizeSum(Func f, RDom r, int64_t length, int lanes,
+                  RVar outer = RVar("ro")) {
+  if (length % lanes != 0)
+    return Func();
+  RVar inner("ri");
+  Var lane("lane");
+  Func partial = f.update().split(r.x, outer, inner, lanes).rfactor(inner, lane);
+  partial.vectorize(lane);
+  partial.update().vectorize(lane);
+  return partial;
+}
+
+void scheduleRMSNorm(KernelAlgorithm &k, int lanes) {
+  scheduleElementwise(k, lanes);
+  k.sumSquares.compute_at(k.output, k.y);
+  if (Func partial = vectorizeSum(k.sumSquares, k.reduction, k.spec.in, lanes);
+      partial.defined())
+    partial.compute_at(k.output, k.y);
+}
+
+// Decode (one token): a GEMV that streams each weight row once. Rows are
+// split into blocks, one parallel task each; every row's dot product keeps
+// `lanes` partial sums in a register and reduces them at the end.
+void scheduleLinearDecode(KernelAlgorithm &k, int lanes) {
+  Func out = k.output;
+  Func partial = vectorizeSum(out, k.reduction, k.spec.in, lanes);
+  Var block("block"), row("row");
+  int rowsPerTask = dividingBlock(k.spec.out, 64);
+  out.update()
+      .split(k.x, block, row, rowsPerTask, TailStrategy::GuardWithIf)
+      .reorder(row, k.y, block)
+      .parallel(block);
+  if (partial.defined())
+    partial.compute_at(out, row);
+}
+
+// Prefill (a chunk): the same dot-product form, register-blocked over 4
+// weight rows x 4 tokens so each weight vector load feeds 4 tokens, with row
+// blocks as parallel tasks so the weights are read once per chunk.
+void schedulePrefillLinear(KernelAlgorithm &k, int lanes) {
+  Func out = k.output;
+  RVar ko("ko");
+  Func partial = vectorizeSum(out, k.reduction, k.spec.in, lanes, ko);
+  Var rowTile("row_tile"), tokenTile("token_tile"), row("row"), token("token"),
+      block("block"), tileInBlock("tile_in_block");
+  const int rowBlock = dividingBlock(k.spec.out, 4);
+  out.update()
+      .tile(k.x, k.y, rowTile, tokenTile, row, token, rowBlock, 4,
+            TailStrategy::GuardWithIf)
+      .split(rowTile, block, tileInBlock, 8, TailStrategy::GuardWithIf)
+      .reorder(row, token, tokenTile, tileInBlock, block)
+      .parallel(block);
+  if (partial.defined()) {
+    partial.compute_at(out, tokenTile);
+    // Innermost the lane vector, then the rows x tokens tile, then K.
+    Var lane = partial.args()[0], pr = partial.args()[1],
+        pt = partial.args()[2];
+    partial.update().reorder(lane, pr, pt, ko);
+  }
+}
+
+void scheduleAttention(KernelAlgorithm &k, int lanes) {
+  Var headToken("head_token");
+  Func out = k.output;
+  out.fuse(k.y, k.z, headToken).parallel(headToken)
+      .vectorize(k.x, lanes, TailStrategy::GuardWithIf);
+  for (Func f : {k.scores, k.maxScore, k.denominator, k.weights,
+                 k.accumulated, k.keyPositions})
+    f.compute_at(out, headToken);
+  Var m = k.weights.args()[0];
+  k.weights.vectorize(m, lanes, TailStrategy::GuardWithIf);
+  k.keyPositions.vectorize(k.keyPositions.args()[0], lanes,
+                           TailStrategy::GuardWithIf);
+  // Dot products q . k over head_dim: lanes-wide partial sums.
+  if (k.spec.headDim % lanes == 0)
+    k.scores.update().atomic().vectorize(k.innerReduction.x, lanes);
+  // Weighted sum of values: vectorize head_dim, walk keys outside it.
+  RVar key = k.reduction.x;
+  k.accumulated.vectorize(k.x, lanes, TailStrategy::GuardWithIf);
+  k.accumulated.update().reorder(k.x, key).vectorize(k.x, lanes,
+                                                   TailStrategy::GuardWithIf);
+}
+
+} // namespace
+
+void scheduleX86(KernelAlgorithm &k, const TargetVariant &variant) {
+  const int lanes = variant.vectorFloats;
+  switch (k.spec.kind) {
+  case KernelKind::Embed:
+  case KernelKind::Rope:
+  case KernelKind::HeadGate:
+  case KernelKind::Geglu:
+  case KernelKind::Add:
+    scheduleElementwise(k, lanes);
+    break;
+  case KernelKind::RMSNorm:
+    scheduleRMSNorm(k, lanes);
+    break;
+  case KernelKind::Linear:
+    if (k.spec.phase == Phase::Prefill)
+      schedulePrefillLinear(k, lanes);
+    else
+      scheduleLinearDecode(k, lanes);
+    break;
+  case KernelKind::Attention:
+    scheduleAttention(k, lanes);
+    break;
+  }
+}
+
+} // namespace spark

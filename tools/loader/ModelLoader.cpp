@@ -1,0 +1,133 @@
+//===- ModelLoader.cpp - shared pieces of spark-run and spark-bench -------===//
+#include "ModelLoader.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <unistd.h>
+
+namespace spark {
+
+std::string LoadedModel::load(const std::string &outDir,
+                              spark_open_params params) {
+  std::string library = outDir + "/libspark_model.so";
+  std::string pack = outDir + "/model.spkw";
+  if (access(library.c_str(), R_OK) != 0)
+    return library + ": missing; expected a spark-compile host output folder";
+  char *absolute = realpath(library.c_str(), nullptr);
+  this->library = dlopen(absolute ? absolute : library.c_str(),
+                         RTLD_NOW | RTLD_LOCAL);
+  free(absolute);
+  if (!this->library)
+    return library + ": " + dlerror();
+  using DefinitionFn = const spark_model_def *(*)(void);
+  auto definition = reinterpret_cast<DefinitionFn>(
+      dlsym(this->library, "spark_model_definition"));
+  if (!definition)
+    return library + ": no spark_model_definition symbol";
+  char message[512] = "";
+  params.error_message = message;
+  params.error_message_bytes = sizeof(message);
+  spark_status status =
+      spark_model_open(definition(), pack.c_str(), &params, &model);
+  if (status != SPARK_OK)
+    return std::string(message) + " (" + spark_status_string(status) + ")";
+  return "";
+}
+
+LoadedModel::~LoadedModel() {
+  spark_model_close(model);
+  if (library)
+    dlclose(library);
+}
+
+Arguments::Arguments(int argc, char **argv,
+                     const std::map<std::string, bool> &options) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0 || arg == "--") {
+      positionals.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    size_t eq = name.find('=');
+    bool inlineValue = eq != std::string::npos;
+    if (inlineValue) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    auto it = options.find(name);
+    if (it == options.end()) {
+      message = "unknown option --" + name;
+      return;
+    }
+    if (it->second && !inlineValue) {
+      if (i + 1 >= argc) {
+        message = "--" + name + " needs a value";
+        return;
+      }
+      value = argv[++i];
+    }
+    values[name] = value;
+  }
+}
+
+std::string Arguments::get(const std::string &name,
+                           const std::string &fallback) const {
+  auto it = values.find(name);
+  return it == values.end() ? fallback : it->second;
+}
+
+long long Arguments::getInt(const std::string &name, long long fallback) {
+  auto it = values.find(name);
+  if (it == values.end())
+    return fallback;
+  char *end = nullptr;
+  errno = 0;
+  long long v = strtoll(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end || errno)
+    message = "--" + name + ": '" + it->second + "' is not an integer";
+  return v;
+}
+
+double Arguments::getDouble(const std::string &name, double fallback) {
+  auto it = values.find(name);
+  if (it == values.end())
+    return fallback;
+  char *end = nullptr;
+  double v = strtod(it->second.c_str(), &end);
+  if (it->second.empty() || *end)
+    message = "--" + name + ": '" + it->second + "' is not a number";
+  return v;
+}
+
+std::string writeNpy(const std::string &path, const float *data, size_t rows,
+                     size_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(cols) +
+                       "), }";
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::string temporary = path + ".partial";
+  FILE *f = fopen(temporary.c_str(), "wb");
+  if (!f)
+    return temporary + ": " + strerror(errno);
+  uint16_t length = uint16_t(header.size());
+  unsigned char lengthBytes[2] = {uint8_t(length & 0xff), uint8_t(length >> 8)};
+  bool ok = fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8 &&
+            fwrite(lengthBytes, 1, 2, f) == 2 &&
+            fwrite(header.data(), 1, header.size(), f) == header.size() &&
+            fwrite(data, sizeof(float), rows * cols, f) == rows * cols;
+  ok = fclose(f) == 0 && ok;
+  if (!ok || rename(temporary.c_str(), path.c_str()) != 0) {
+    std::string why = strerror(errno);
+    remove(temporary.c_str());
+    return path + ": " + why;
+  }
+  return "";
+}
+
+} // namespace spark

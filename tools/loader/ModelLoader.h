@@ -1,0 +1,54 @@
+//===- ModelLoader.h - shared pieces of spark-run and spark-bench ---------===//
+//
+// These tools link only the C runtime (not LLVM): they load a host build's
+// shared library with dlopen and its pack with spark_model_open.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SPARK_TOOLS_MODELLOADER_H
+#define SPARK_TOOLS_MODELLOADER_H
+
+#include "spark/runtime.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace spark {
+
+/// dlopen()s OUT/libspark_model.so and opens OUT/model.spkw with it.
+struct LoadedModel {
+  void *library = nullptr;
+  spark_model *model = nullptr;
+
+  /// Returns "" on success, else a message naming the file at fault.
+  std::string load(const std::string &outDir, spark_open_params params);
+  ~LoadedModel();
+};
+
+/// Minimal command line: one positional argument and --name value /
+/// --name=value options; --flag alone for booleans.
+class Arguments {
+public:
+  /// `options` maps each accepted name to whether it takes a value.
+  Arguments(int argc, char **argv, const std::map<std::string, bool> &options);
+  const std::string &error() const { return message; }
+  const std::vector<std::string> &positional() const { return positionals; }
+  bool has(const std::string &name) const { return values.count(name) != 0; }
+  std::string get(const std::string &name, const std::string &fallback) const;
+  /// Integer option; sets error() when malformed.
+  long long getInt(const std::string &name, long long fallback);
+  double getDouble(const std::string &name, double fallback);
+
+private:
+  std::map<std::string, std::string> values;
+  std::vector<std::string> positionals;
+  std::string message;
+};
+
+/// Writes rows x cols float32 as a NumPy .npy file through a temporary name.
+std::string writeNpy(const std::string &path, const float *data, size_t rows,
+                     size_t cols);
+
+} // namespace spark
+
+#endif // SPARK_TOOLS_MODELLOADER_H
