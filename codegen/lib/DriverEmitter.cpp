@@ -19,6 +19,7 @@ namespace {
 
 const char *kDriverPrelude = R"(#include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "HalideRuntime.h"
@@ -119,6 +120,20 @@ public:
                   slot, host, code, bits, rank, extents, strides);
   }
 
+  void callWith(const Step &step, int kernelIndex, const char *rows,
+                const char *first, const char *indent) {
+    os << indent << "rc = K->k" << kernelIndex << "(";
+    for (size_t i = 0; i < step.args.size(); ++i) {
+      const Step::Arg &a = step.args[i];
+      os << (i ? ",\n        " : "") << (i ? indent : "");
+      if (a.scalar)
+        os << a.expr;
+      else
+        viewExpr(a.view, int(i), rows, first);
+    }
+    os << ");\n";
+  }
+
   void call(const Step &step, size_t index) {
     const char *rows = step.headRows ? "n_logits" : "n";
     const char *first = step.headRows ? "head_row" : "0";
@@ -126,24 +141,19 @@ public:
     os << formatv("    halide_buffer_t b[{0}];\n    halide_dimension_t "
                   "d[{0}][4];\n",
                   step.args.size());
-    std::string callee = formatv("K->k{0}", step.kernel).str();
-    if (step.decodeKernel >= 0)
-      callee = formatv("({0} == 1 ? K->k{1} : K->k{2})", rows,
-                       step.decodeKernel, step.kernel)
-                   .str();
-    os << "    rc = " << callee << "(";
-    int slot = 0;
-    for (size_t i = 0; i < step.args.size(); ++i) {
-      const Step::Arg &a = step.args[i];
-      os << (i ? ",\n        " : "");
-      if (a.scalar) {
-        os << a.expr;
-      } else {
-        viewExpr(a.view, slot, rows, first);
-      }
-      ++slot;
+    if (step.decodeKernel >= 0) {
+      // Matrix kernels: the GEMV for one row; the blocked GEMM for more, on
+      // a multiple of 4 rows (arena values have 3 spare rows for it).
+      os << "    if (" << rows << " == 1) {\n";
+      callWith(step, step.decodeKernel, rows, first, "      ");
+      os << "    } else {\n";
+      std::string rounded = formatv("(({0} + 3) & ~3)", rows).str();
+      callWith(step, step.kernel, rounded.c_str(), first, "      ");
+      os << "    }\n";
+    } else {
+      callWith(step, step.kernel, rows, first, "    ");
     }
-    os << ");\n    if (rc != 0)\n      return rc;\n  }\n";
+    os << "    if (rc != 0)\n      return rc;\n  }\n";
   }
 
   void cacheWrite(const Step &step, size_t index) {
@@ -190,16 +200,27 @@ public:
         os << ",\n    " << kernelSymbol(k, variant);
       os << "};\n";
     }
-    os << "\n/* Best variant this CPU can run (CPUID), or NULL. */\n"
+    os << "\n/* Best variant this CPU can run (CPUID), or NULL. The environment\n"
+          " * variable SPARK_X86_VARIANT restricts the choice to one variant\n"
+          " * (still only if the CPU has its features), for testing. */\n"
           "static const spark_kernels *select_kernels(void) {\n"
+          "  const char *only = getenv(\"SPARK_X86_VARIANT\");\n"
           "  __builtin_cpu_init();\n";
     for (size_t i = 0; i < variants.size(); ++i)
-      os << "  if (" << conditions[i] << ")\n    return &kernels_"
-         << variants[i] << ";\n";
+      os << "  if ((!only || strcmp(only, \"" << variants[i] << "\") == 0) &&\n      "
+         << conditions[i] << ")\n    return &kernels_" << variants[i] << ";\n";
     os << "  return NULL;\n}\n\n";
+    std::string names;
+    for (const std::string &v : variants)
+      names += (names.empty() ? "" : ", ") + v;
     os << "static const char *unsupported_reason(void) {\n"
-          "  return select_kernels() ? NULL : \"this library needs an x86-64 "
-          "CPU with AVX2, FMA and F16C\";\n}\n\n"
+          "  if (select_kernels())\n    return NULL;\n"
+          "  if (getenv(\"SPARK_X86_VARIANT\"))\n"
+          "    return \"SPARK_X86_VARIANT names no variant this CPU can run ("
+       << names
+       << ")\";\n"
+          "  return \"this library needs an x86-64 CPU with AVX2, FMA and "
+          "F16C\";\n}\n\n"
           "static const char *dispatch_name(void) {\n"
           "  const spark_kernels *k = select_kernels();\n"
           "  return k ? k->name : \"none\";\n}\n\n"
@@ -248,7 +269,7 @@ public:
     os << formatv(
         "static const spark_model_def definition = {{\n"
         "    SPARK_MODEL_ABI_VERSION, {0}ull, {1}ull, \"{2}\",\n"
-        "    {3}, {4}, {5}, {6}, {7}, {8}ull,\n"
+        "    {3}, {4}, {5}, {6}, {7}, {11}, {8}ull,\n"
         "    {9}, tensors, {10}, caches,\n"
         "    unsupported_reason, dispatch_name, set_num_threads, step};\n\n"
         "const spark_model_def *spark_model_definition(void) {{\n"
@@ -257,7 +278,7 @@ public:
         plan.config.vocabSize, plan.config.hiddenSize, plan.config.numLayers,
         plan.options.maxContext, plan.options.maxChunk,
         uint64_t(plan.arenaFloats) * 4, plan.tensors.size(),
-        plan.caches.size());
+        plan.caches.size(), (plan.options.maxChunk + 3) / 4 * 4);
   }
 
 private:

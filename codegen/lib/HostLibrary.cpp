@@ -76,8 +76,13 @@ Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
         KernelAlgorithm kernel = buildKernel(spec);
         scheduleX86(kernel, variant);
         Halide::Pipeline pipeline(kernel.output);
-        pipeline.compile_to({{Halide::OutputFileType::object, object}},
-                            kernel.arguments, symbol, variant.halide);
+        std::map<Halide::OutputFileType, std::string> outputs = {
+            {Halide::OutputFileType::object, object}};
+        // Lowered Halide statements, for inspecting schedules.
+        if (const char *stmtDir = std::getenv("SPARK_HALIDE_STMT_DIR"))
+          outputs[Halide::OutputFileType::stmt] =
+              join(stmtDir, symbol + ".stmt");
+        pipeline.compile_to(outputs, kernel.arguments, symbol, variant.halide);
       } catch (const Halide::Error &e) {
         return createStringError(inconvertibleErrorCode(),
                                  "Halide could not compile kernel %s for %s: %s",

@@ -131,9 +131,12 @@ void buildLinear(KernelAlgorithm &k) {
   ImageParam x(Float(32), 2, "x");
   ImageParam w(halideType(s.weightType), 2, "w");
   k.reduction = RDom(0, int(s.in), "r");
+  Func dot("dot");
+  dot(k.x, k.y) = 0.0f;
+  dot(k.x, k.y) += cast<float>(w(k.reduction, k.x)) * x(k.reduction, k.y);
   Func out("linear");
-  out(k.x, k.y) = 0.0f;
-  out(k.x, k.y) += cast<float>(w(k.reduction, k.x)) * x(k.reduction, k.y);
+  out(k.x, k.y) = dot(k.x, k.y);
+  k.accumulator = dot;
   x.dim(0).set_bounds(0, int(s.in));
   w.dim(0).set_bounds(0, int(s.in));
   w.dim(1).set_bounds(0, int(s.out)).set_stride(int(s.in));

@@ -159,7 +159,8 @@ int Planner::ropeTable(double theta, int64_t rotaryDim, bool cosine) {
 
 int64_t Planner::newValue(Value v, int64_t features) {
   ArenaValue value;
-  value.floats = options.maxChunk * ((features + 15) / 16 * 16);
+  // Three spare rows: prefill matrix kernels work on multiples of 4 rows.
+  value.floats = (options.maxChunk + 3) * ((features + 15) / 16 * 16);
   value.firstStep = value.lastStep = currentStep();
   int64_t id = int64_t(plan.arena.size());
   plan.arena.push_back(value);
@@ -478,7 +479,7 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
   }
   for (Operation &op : body)
     if (llvm::Error e = lower(&op))
-      return std::move(e);
+      return e;
   assignArena();
 
   std::string configText =

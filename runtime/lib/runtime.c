@@ -26,7 +26,7 @@ struct spark_session {
   void **caches;
   int owns_caches;
   void *arena;
-  float *logits; /* [max_chunk][vocab] */
+  float *logits; /* [logits_rows][vocab] */
   int32_t position;
   int32_t has_logits;
   int32_t last_row; /* row of logits holding the last token */
@@ -260,7 +260,7 @@ spark_status spark_session_create(spark_model *model, void *const *cache_buffers
   s->caches = calloc((size_t)d->num_caches + 1, sizeof(void *));
   s->owns_caches = cache_buffers == NULL;
   s->arena = aligned_zalloc(d->arena_bytes);
-  s->logits = aligned_zalloc((size_t)d->max_chunk * d->vocab_size * sizeof(float));
+  s->logits = aligned_zalloc((size_t)d->logits_rows * d->vocab_size * sizeof(float));
   spark_status status = (s->caches && s->arena && s->logits)
                             ? SPARK_OK
                             : SPARK_ERROR_OUT_OF_MEMORY;

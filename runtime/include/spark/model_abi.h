@@ -61,6 +61,7 @@ typedef struct spark_model_def {
   int32_t num_layers;
   int32_t max_context; /* positions a session can hold */
   int32_t max_chunk;   /* tokens one step() call accepts */
+  int32_t logits_rows; /* rows the logits buffer of step() must hold */
   size_t arena_bytes;  /* scratch one step() needs (per session) */
   int32_t num_tensors;
   const spark_tensor_def *tensors;
@@ -75,7 +76,8 @@ typedef struct spark_model_def {
   void (*set_num_threads)(int threads);
   /* Evaluates tokens ids[0..n) at positions pos0..pos0+n-1 (1 <= n <=
    * max_chunk, pos0 + n <= max_context), reading and updating caches, and
-   * writes logits of the last n_logits tokens ([n_logits][vocab]) to logits.
+   * writes logits of the last n_logits tokens ([n_logits][vocab]) to logits,
+   * a buffer of logits_rows rows (rows past n_logits are scratch).
    * Returns 0 on success. */
   int (*step)(const void *const *weights, void *const *caches, void *arena,
               const int32_t *ids, int32_t pos0, int32_t n, int32_t n_logits,

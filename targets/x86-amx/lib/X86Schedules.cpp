@@ -50,12 +50,17 @@ void scheduleElementwise(KernelAlgorithm &k, int lanes) {
 /// (vertical FMAs, one horizontal add at the end) when the length allows.
 /// Returns the rfactored partial-sum Func, or an undefined Func.
 Func vectorizeSum(Func f, RDom r, int64_t length, int lanes,
-                  RVar outer = RVar("ro")) {
+                  RVar outer = RVar("ro"), Var lane = Var("lane")) {
   if (length % lanes != 0)
     return Func();
   RVar inner("ri");
-  Var lane("lane");
   Func partial = f.update().split(r.x, outer, inner, lanes).rfactor(inner, lane);
+  // rfactor appends the lane to the pure vars; store it innermost so the
+  // partial sums are whole vectors.
+  std::vector<Var> storage = {lane};
+  for (const Var &v : f.args())
+    storage.push_back(v);
+  partial.reorder_storage(storage);
   partial.vectorize(lane);
   partial.update().vectorize(lane);
   return partial;
@@ -73,40 +78,44 @@ void scheduleRMSNorm(KernelAlgorithm &k, int lanes) {
 // split into blocks, one parallel task each; every row's dot product keeps
 // `lanes` partial sums in a register and reduces them at the end.
 void scheduleLinearDecode(KernelAlgorithm &k, int lanes) {
-  Func out = k.output;
-  Func partial = vectorizeSum(out, k.reduction, k.spec.in, lanes);
+  Func out = k.output, dot = k.accumulator;
+  Func partial = vectorizeSum(dot, k.reduction, k.spec.in, lanes);
   Var block("block"), row("row");
-  int rowsPerTask = dividingBlock(k.spec.out, 64);
-  out.update()
-      .split(k.x, block, row, rowsPerTask, TailStrategy::GuardWithIf)
-      .reorder(row, k.y, block)
-      .parallel(block);
+  out.split(k.x, block, row, dividingBlock(k.spec.out, 64)).parallel(block);
+  dot.compute_at(out, row);
   if (partial.defined())
     partial.compute_at(out, row);
 }
 
-// Prefill (a chunk): the same dot-product form, register-blocked over 4
-// weight rows x 4 tokens so each weight vector load feeds 4 tokens, with row
-// blocks as parallel tasks so the weights are read once per chunk.
+// Prefill (a chunk): register-blocked over up to 4 weight rows x 4 tokens,
+// so each weight vector load feeds 4 tokens and each activation load 4 rows;
+// blocks of row tiles are the parallel tasks, so every thread streams its
+// own weights once per chunk. The driver passes a multiple of 4 rows.
 void schedulePrefillLinear(KernelAlgorithm &k, int lanes) {
-  Func out = k.output;
+  Func out = k.output, dot = k.accumulator;
   RVar ko("ko");
-  Func partial = vectorizeSum(out, k.reduction, k.spec.in, lanes, ko);
-  Var rowTile("row_tile"), tokenTile("token_tile"), row("row"), token("token"),
-      block("block"), tileInBlock("tile_in_block");
+  Var lane("lane");
+  Func partial = vectorizeSum(dot, k.reduction, k.spec.in, lanes, ko, lane);
   const int rowBlock = dividingBlock(k.spec.out, 4);
-  out.update()
-      .tile(k.x, k.y, rowTile, tokenTile, row, token, rowBlock, 4,
-            TailStrategy::GuardWithIf)
-      .split(rowTile, block, tileInBlock, 8, TailStrategy::GuardWithIf)
-      .reorder(row, token, tokenTile, tileInBlock, block)
-      .parallel(block);
+  const int tilesPerTask = dividingBlock(k.spec.out / rowBlock, 16);
+  Var rowTile("row_tile"), tokenTile("token_tile"), row("row"), token("token"),
+      task("task"), tileInTask("tile_in_task");
+  out.output_buffer().dim(1).set_extent(
+      (out.output_buffer().dim(1).extent() / 4) * 4);
+  out.tile(k.x, k.y, rowTile, tokenTile, row, token, rowBlock, 4,
+           TailStrategy::RoundUp)
+      .split(rowTile, task, tileInTask, tilesPerTask)
+      .reorder(row, token, tokenTile, tileInTask, task)
+      .unroll(row)
+      .unroll(token)
+      .parallel(task);
+  dot.compute_at(out, tokenTile).unroll(k.x).unroll(k.y);
+  dot.update().unroll(k.x).unroll(k.y);
   if (partial.defined()) {
     partial.compute_at(out, tokenTile);
-    // Innermost the lane vector, then the rows x tokens tile, then K.
-    Var lane = partial.args()[0], pr = partial.args()[1],
-        pt = partial.args()[2];
-    partial.update().reorder(lane, pr, pt, ko);
+    // rfactor appends the lane to the pure vars: (row, token, lane).
+    partial.reorder(lane, k.x, k.y).unroll(k.x).unroll(k.y);
+    partial.update().reorder(lane, k.x, k.y, ko).unroll(k.x).unroll(k.y);
   }
 }
 

@@ -19,7 +19,7 @@ namespace spark {
 enum class KernelKind {
   Embed,     // (ids i32[n], table T[d, V]) -> f32[d, n]
   RMSNorm,   // (x f32[d, n], w f32[d]) -> f32[d, n]
-  Linear,    // (x f32[K, n], w T[K, N]) -> f32[N, n]
+  Linear,    // (x f32[K, n], w T[K, N]) -> f32[N, n]; prefill: n % 4 == 0
   Rope,      // (x f32[H*hd, n], cos f32[rd/2, P], sin f32[rd/2, P], pos0)
   Attention, // (q, k, v, kcache T[hd, KV, S], vcache, pos0, cached) -> f32[H*hd, n]
   HeadGate,  // (o f32[H*hd, n], g f32[H, n]) -> f32[H*hd, n]
@@ -57,6 +57,7 @@ struct KernelAlgorithm {
   std::vector<Halide::Argument> arguments;
   // Intermediate stages, by role (empty Funcs when a kind has none).
   Halide::Func sumSquares;             // RMSNorm
+  Halide::Func accumulator;            // Linear: the dot products
   Halide::Func scores, maxScore, denominator, keys, values, weights,
       accumulated, keyPositions; // Attention
   Halide::RDom reduction;      // the main reduction of the kind
