@@ -1,5 +1,7 @@
 /* runtime.c - the thin spark runtime: pack loading, sessions, sampling. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "spark/runtime.h"
 #include "spark/pack_format.h"
 

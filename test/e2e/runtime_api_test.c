@@ -1,0 +1,259 @@
+/* runtime_api_test.c - the runtime's C API against a real compiled model.
+ *
+ * Built by test_e2e.py the way an application is: this C file includes
+ * spark/runtime.h and the generated spark_model.h and links
+ * libspark_model.a + libspark_runtime.a.
+ *
+ * usage: runtime_api_test OUT/model.spkw OTHER_BUILD/model.spkw SCRATCH_DIR */
+#define _POSIX_C_SOURCE 200112L
+#include "spark/runtime.h"
+#include "spark_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                              \
+    }                                                                          \
+  } while (0)
+#define CHECK_STATUS(expr, expected)                                           \
+  do {                                                                         \
+    spark_status got_ = (expr);                                                \
+    if (got_ != (expected)) {                                                  \
+      fprintf(stderr, "%s:%d: %s returned %d (%s), expected %s\n", __FILE__,  \
+              __LINE__, #expr, (int)got_, spark_status_string(got_),          \
+              #expected);                                                      \
+      ++failures;                                                              \
+    }                                                                          \
+  } while (0)
+
+static long file_size(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return -1;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fclose(f);
+  return n;
+}
+
+/* Copies src to dst, flipping the byte at flip (if >= 0) and keeping only
+ * keep bytes (if >= 0). */
+static void copy_file(const char *src, const char *dst, long flip, long keep) {
+  long n = file_size(src);
+  unsigned char *data = malloc((size_t)n);
+  FILE *f = fopen(src, "rb");
+  if (fread(data, 1, (size_t)n, f) != (size_t)n)
+    abort();
+  fclose(f);
+  if (flip >= 0)
+    data[flip] ^= 0x40;
+  f = fopen(dst, "wb");
+  fwrite(data, 1, (size_t)(keep >= 0 ? keep : n), f);
+  fclose(f);
+  free(data);
+}
+
+static spark_status open_pack(const char *path, int verify, spark_model **m,
+                              char *message, size_t message_bytes) {
+  spark_open_params p = spark_open_params_default();
+  p.verify_checksums = verify;
+  p.num_threads = 2;
+  p.error_message = message;
+  p.error_message_bytes = message_bytes;
+  return spark_model_open(spark_model_definition(), path, &p, m);
+}
+
+static float max_abs_diff(const float *a, const float *b, int n) {
+  float d = 0;
+  for (int i = 0; i < n; ++i)
+    d = fmaxf(d, fabsf(a[i] - b[i]));
+  return d;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s PACK OTHER_PACK SCRATCH_DIR\n", argv[0]);
+    return 2;
+  }
+  const char *pack = argv[1], *other = argv[2], *scratch = argv[3];
+  char message[512], path[1024];
+  spark_model *model = NULL;
+
+  CHECK(strlen(spark_runtime_version()) > 0);
+  CHECK(strlen(spark_status_string(SPARK_ERROR_CONTEXT_FULL)) > 0);
+  CHECK_STATUS(spark_model_open(NULL, pack, NULL, &model),
+               SPARK_ERROR_INVALID_ARGUMENT);
+
+  /* Failures name the file and leave no model behind. */
+  snprintf(path, sizeof path, "%s/missing.spkw", scratch);
+  CHECK_STATUS(open_pack(path, 1, &model, message, sizeof message),
+               SPARK_ERROR_IO);
+  CHECK(model == NULL && strstr(message, "missing.spkw") != NULL);
+  snprintf(path, sizeof path, "%s/flipped.spkw", scratch);
+  copy_file(pack, path, file_size(pack) - 5, -1);
+  CHECK_STATUS(open_pack(path, 1, &model, message, sizeof message),
+               SPARK_ERROR_BAD_PACK);
+  CHECK(strstr(message, "checksum") != NULL);
+  CHECK_STATUS(open_pack(path, 0, &model, message, sizeof message), SPARK_OK);
+  spark_model_close(model);
+  model = NULL;
+  snprintf(path, sizeof path, "%s/truncated.spkw", scratch);
+  copy_file(pack, path, -1, file_size(pack) - 4096);
+  CHECK_STATUS(open_pack(path, 1, &model, message, sizeof message),
+               SPARK_ERROR_BAD_PACK);
+  snprintf(path, sizeof path, "%s/magic.spkw", scratch);
+  copy_file(pack, path, 0, -1);
+  CHECK_STATUS(open_pack(path, 1, &model, message, sizeof message),
+               SPARK_ERROR_BAD_PACK);
+  CHECK_STATUS(open_pack(other, 1, &model, message, sizeof message),
+               SPARK_ERROR_PACK_MISMATCH);
+  CHECK(model == NULL);
+
+  CHECK_STATUS(open_pack(pack, 1, &model, message, sizeof message), SPARK_OK);
+  if (!model) {
+    fprintf(stderr, "cannot open %s: %s\n", pack, message);
+    return 1;
+  }
+  spark_model_info info;
+  CHECK_STATUS(spark_model_get_info(model, &info), SPARK_OK);
+  CHECK(info.vocab_size == SPARK_MODEL_VOCAB_SIZE);
+  CHECK(info.max_context == SPARK_MODEL_MAX_CONTEXT);
+  CHECK(strcmp(info.target, "host") == 0);
+  const int V = info.vocab_size;
+
+  spark_session *s;
+  CHECK_STATUS(spark_session_create(model, NULL, &s), SPARK_OK);
+  const float *logits;
+  CHECK_STATUS(spark_session_logits(s, &logits), SPARK_ERROR_NO_LOGITS);
+  int32_t prompt[20];
+  for (int i = 0; i < 20; ++i)
+    prompt[i] = (i * 7 + 3) % V;
+  CHECK_STATUS(spark_session_eval(s, prompt, 20, 0, NULL), SPARK_OK);
+  CHECK(spark_session_position(s) == 20);
+  float *first = malloc(sizeof(float) * (size_t)V);
+  CHECK_STATUS(spark_session_logits(s, &logits), SPARK_OK);
+  memcpy(first, logits, sizeof(float) * (size_t)V);
+
+  /* Invalid tokens are refused and change nothing. */
+  int32_t bad = V;
+  CHECK_STATUS(spark_session_eval(s, &bad, 1, 0, NULL),
+               SPARK_ERROR_TOKEN_OUT_OF_RANGE);
+  bad = -1;
+  CHECK_STATUS(spark_session_decode(s, bad), SPARK_ERROR_TOKEN_OUT_OF_RANGE);
+  CHECK(spark_session_position(s) == 20);
+
+  /* Snapshot, continue, restore, continue again: identical logits. */
+  size_t snap_bytes;
+  CHECK_STATUS(spark_session_snapshot_bytes(s, &snap_bytes), SPARK_OK);
+  void *snap = malloc(snap_bytes);
+  CHECK_STATUS(spark_session_snapshot(s, snap, snap_bytes), SPARK_OK);
+  float *after = malloc(sizeof(float) * (size_t)V);
+  int32_t next[3] = {1, 2, 3};
+  for (int i = 0; i < 3; ++i)
+    CHECK_STATUS(spark_session_decode(s, next[i]), SPARK_OK);
+  spark_session_logits(s, &logits);
+  memcpy(after, logits, sizeof(float) * (size_t)V);
+  CHECK_STATUS(spark_session_restore(s, snap, snap_bytes), SPARK_OK);
+  CHECK(spark_session_position(s) == 20);
+  spark_session_logits(s, &logits);
+  CHECK(max_abs_diff(logits, first, V) == 0.0f);
+  for (int i = 0; i < 3; ++i)
+    CHECK_STATUS(spark_session_decode(s, next[i]), SPARK_OK);
+  spark_session_logits(s, &logits);
+  CHECK(max_abs_diff(logits, after, V) == 0.0f);
+  CHECK_STATUS(spark_session_restore(s, snap, snap_bytes - 1),
+               SPARK_ERROR_INVALID_ARGUMENT);
+
+  /* Reset forgets everything: the prompt gives the same logits again. */
+  CHECK_STATUS(spark_session_reset(s), SPARK_OK);
+  CHECK(spark_session_position(s) == 0);
+  CHECK_STATUS(spark_session_eval(s, prompt, 20, 7, NULL), SPARK_OK);
+  spark_session_logits(s, &logits);
+  CHECK(max_abs_diff(logits, first, V) < 1e-4f);
+
+  /* The context is bounded by the build's max context. */
+  CHECK_STATUS(spark_session_reset(s), SPARK_OK);
+  int32_t *many = calloc((size_t)info.max_context + 1, sizeof(int32_t));
+  CHECK_STATUS(spark_session_eval(s, many, info.max_context + 1, 0, NULL),
+               SPARK_ERROR_CONTEXT_FULL);
+  CHECK(spark_session_position(s) == 0);
+  CHECK_STATUS(spark_session_eval(s, many, info.max_context, 0, NULL), SPARK_OK);
+  CHECK_STATUS(spark_session_decode(s, 0), SPARK_ERROR_CONTEXT_FULL);
+  free(many);
+
+  /* Caches the application allocates itself. */
+  void *caches[256];
+  CHECK(info.num_caches <= 256);
+  for (int i = 0; i < info.num_caches; ++i) {
+    size_t bytes;
+    CHECK_STATUS(spark_cache_bytes(model, i, &bytes), SPARK_OK);
+    CHECK(posix_memalign(&caches[i], 64, bytes) == 0);
+  }
+  spark_session *own;
+  CHECK_STATUS(spark_session_create(model, caches, &own), SPARK_OK);
+  CHECK_STATUS(spark_session_eval(own, prompt, 20, 0, NULL), SPARK_OK);
+  spark_session_logits(own, &logits);
+  CHECK(max_abs_diff(logits, first, V) == 0.0f);
+  void *cache0;
+  CHECK_STATUS(spark_session_cache(own, 0, &cache0), SPARK_OK);
+  CHECK(cache0 == caches[0]);
+  spark_session_destroy(own);
+  for (int i = 0; i < info.num_caches; ++i)
+    free(caches[i]);
+
+  /* Sampling: greedy is the argmax; a seed makes sampling repeatable. */
+  int best = 0;
+  for (int i = 1; i < V; ++i)
+    if (first[i] > first[best])
+      best = i;
+  spark_sampler_params sp = spark_sampler_params_default();
+  spark_sampler *greedy;
+  CHECK_STATUS(spark_sampler_create(&sp, V, &greedy), SPARK_OK);
+  int32_t token = -1;
+  CHECK_STATUS(spark_sampler_sample(greedy, first, &token), SPARK_OK);
+  CHECK(token == best);
+  spark_sampler_destroy(greedy);
+  sp.temperature = 1.5f;
+  sp.top_k = 1;
+  spark_sampler *topk;
+  CHECK_STATUS(spark_sampler_create(&sp, V, &topk), SPARK_OK);
+  CHECK_STATUS(spark_sampler_sample(topk, first, &token), SPARK_OK);
+  CHECK(token == best);
+  spark_sampler_destroy(topk);
+  sp.top_k = 0;
+  sp.top_p = 0.9f;
+  sp.seed = 1234;
+  int32_t run1[16], run2[16];
+  int distinct = 0;
+  for (int r = 0; r < 2; ++r) {
+    spark_sampler *sampler;
+    CHECK_STATUS(spark_sampler_create(&sp, V, &sampler), SPARK_OK);
+    for (int i = 0; i < 16; ++i)
+      spark_sampler_sample(sampler, first, r ? &run2[i] : &run1[i]);
+    spark_sampler_destroy(sampler);
+  }
+  for (int i = 0; i < 16; ++i) {
+    CHECK(run1[i] == run2[i]);
+    CHECK(run1[i] >= 0 && run1[i] < V);
+    distinct += run1[i] != run1[0];
+  }
+  CHECK(distinct > 0); /* temperature 1.5 over a varied distribution */
+
+  spark_session_destroy(s);
+  spark_model_close(model);
+  free(first);
+  free(after);
+  free(snap);
+  if (failures)
+    fprintf(stderr, "%d checks failed\n", failures);
+  else
+    printf("runtime API: all checks passed\n");
+  return failures ? 1 : 0;
+}
