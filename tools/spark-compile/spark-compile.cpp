@@ -59,7 +59,8 @@ cl::opt<spark::ElementType> dtype(
 
 cl::opt<int64_t> maxChunk(
     "max-chunk",
-    cl::desc("Most tokens one prefill call evaluates (default 64)"),
+    cl::desc("Most tokens one prefill call evaluates (default 64, at most "
+             "--max-context)"),
     cl::init(64), cl::cat(category));
 
 cl::opt<bool> quiet("quiet", cl::desc("No progress output"), cl::init(false),
@@ -198,6 +199,8 @@ int main(int argc, char **argv) {
   if (maxContext < 1)
     return fail("--max-context must be a positive number of positions, got " +
                 Twine(maxContext));
+  if (maxChunk.getNumOccurrences() == 0)
+    maxChunk = std::min<int64_t>(maxChunk, maxContext);
   if (maxChunk < 1 || maxChunk > maxContext)
     return fail("--max-chunk must be between 1 and --max-context (" +
                 Twine(maxContext) + "), got " + Twine(maxChunk));
