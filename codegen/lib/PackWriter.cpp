@@ -91,13 +91,21 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
     pad(alignTo(offset, SPARK_PACK_ALIGNMENT));
     e.offset = offset;
     e.bytes = t.bytes();
-    // Checksums are computed after writing, over the file mapped back.
+    // Chunks of 1 M elements are multiples of 32 bytes, as the streaming
+    // checksum needs.
+    spark_checksum_state checksum;
+    spark_checksum_init(&checksum);
     for (int64_t first = 0; first < t.elements(); first += kChunkElements) {
       int64_t count = std::min<int64_t>(kChunkElements, t.elements() - first);
       convert(t, first, count, chunk);
+      spark_checksum_update(&checksum, chunk.data(), chunk.size());
       os.write(reinterpret_cast<const char *>(chunk.data()), chunk.size());
       offset += chunk.size();
+      // The source is a file mapping: drop what was read from our RSS.
+      if (t.source)
+        releaseResidentPages(*t.source, first, count);
     }
+    e.checksum = spark_checksum_final(&checksum);
   }
   header.file_bytes = offset;
   os.close();
@@ -108,24 +116,6 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
                              path.str().c_str(), message.c_str());
   }
 
-  // Checksums over the written data (mapped back read-only), then the final
-  // header and table.
-  {
-    Expected<sys::fs::file_t> handle = sys::fs::openNativeFileForRead(path);
-    if (!handle)
-      return handle.takeError();
-    std::error_code mapError;
-    sys::fs::mapped_file_region region(*handle,
-                                       sys::fs::mapped_file_region::readonly,
-                                       offset, 0, mapError);
-    sys::fs::closeFile(*handle);
-    if (mapError)
-      return createStringError(mapError, "%s: cannot map for checksums",
-                               path.str().c_str());
-    const char *data = region.const_data();
-    for (spark_pack_entry &e : table)
-      e.checksum = spark_checksum(data + e.offset, e.bytes);
-  }
   header.table_checksum =
       spark_checksum(table.data(), table.size() * sizeof(spark_pack_entry));
   int fd;

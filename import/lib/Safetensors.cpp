@@ -254,13 +254,22 @@ SafetensorsFile::open(StringRef path) {
   return file;
 }
 
+void releaseResidentPages(const TensorView &tensor, int64_t first,
+                          int64_t count) {
+  // Only whole pages inside the range; the mapping is shared and read-only,
+  // so MADV_DONTNEED just unmaps them from this process.
+  const uint64_t pageSize = sys::Process::getPageSizeEstimate();
+  const size_t elementSize = dtypeSize(tensor.dtype);
+  uintptr_t begin = reinterpret_cast<uintptr_t>(tensor.data + first * elementSize);
+  uintptr_t end = begin + uintptr_t(count) * elementSize;
+  uintptr_t from = alignTo(begin, pageSize), to = alignDown(end, pageSize);
+  if (to > from)
+    ::madvise(reinterpret_cast<void *>(from), to - from, MADV_DONTNEED);
+}
+
 Error SafetensorsFile::checkFinite(const TensorView &tensor) const {
   const size_t elementSize = dtypeSize(tensor.dtype);
-  const uint64_t pageSize = sys::Process::getPageSizeEstimate();
-  const uint8_t *mapStart =
-      reinterpret_cast<const uint8_t *>(region.const_data());
-  // Scan in chunks; after each, drop the fully scanned pages from our page
-  // tables (the page cache keeps them; this is a shared read-only mapping).
+  // Scan in chunks, releasing the scanned pages from our resident set.
   const int64_t chunkElements = (int64_t(16) << 20) / elementSize;
   int64_t total = tensor.numElements();
   for (int64_t first = 0; first < total; first += chunkElements) {
@@ -282,12 +291,7 @@ Error SafetensorsFile::checkFinite(const TensorView &tensor) const {
                                "[{2}]; weights must be finite",
                                tensor.name, kind, index));
     }
-    uint64_t from = alignTo(uint64_t(chunk - mapStart), pageSize);
-    uint64_t to = alignDown(uint64_t(chunk + n * elementSize - mapStart),
-                            pageSize);
-    if (to > from)
-      ::madvise(const_cast<uint8_t *>(mapStart) + from, to - from,
-                MADV_DONTNEED);
+    releaseResidentPages(tensor, first, n);
   }
   return Error::success();
 }

@@ -48,26 +48,56 @@ typedef struct spark_pack_entry {
 } spark_pack_entry;
 
 /* A fast 64-bit checksum: four independent multiply-xor lanes over 8-byte
- * words (streams at several GB/s), the tail folded in bytewise. */
-static inline uint64_t spark_checksum(const void *data, size_t bytes) {
+ * words (streams at several GB/s), the tail folded in bytewise. It can be
+ * computed in pieces: every update() but the last must cover a multiple of
+ * 32 bytes. */
+typedef struct spark_checksum_state {
+  uint64_t lane[4];
+  uint64_t bytes;
+  uint64_t tail;
+} spark_checksum_state;
+
+static inline void spark_checksum_init(spark_checksum_state *s) {
+  s->lane[0] = 1;
+  s->lane[1] = 2;
+  s->lane[2] = 3;
+  s->lane[3] = 4;
+  s->bytes = 0;
+  s->tail = 0xcbf29ce484222325ull;
+}
+
+static inline void spark_checksum_update(spark_checksum_state *s,
+                                         const void *data, size_t bytes) {
   const unsigned char *p = (const unsigned char *)data;
   const uint64_t k = 0x9e3779b97f4a7c15ull;
-  uint64_t lane[4] = {1, 2, 3, 4};
   size_t i = 0;
   for (; i + 32 <= bytes; i += 32) {
     for (int l = 0; l < 4; ++l) {
       uint64_t w;
       memcpy(&w, p + i + 8 * l, 8);
-      lane[l] = (lane[l] ^ w) * k;
-      lane[l] ^= lane[l] >> 29;
+      s->lane[l] = (s->lane[l] ^ w) * k;
+      s->lane[l] ^= s->lane[l] >> 29;
     }
   }
-  uint64_t h = (uint64_t)bytes * k;
-  for (int l = 0; l < 4; ++l)
-    h = (h ^ lane[l]) * k;
   for (; i < bytes; ++i)
-    h = (h ^ p[i]) * 0x100000001b3ull;
+    s->tail = (s->tail ^ p[i]) * 0x100000001b3ull;
+  s->bytes += bytes;
+}
+
+static inline uint64_t spark_checksum_final(const spark_checksum_state *s) {
+  const uint64_t k = 0x9e3779b97f4a7c15ull;
+  uint64_t h = s->bytes * k;
+  for (int l = 0; l < 4; ++l)
+    h = (h ^ s->lane[l]) * k;
+  h = (h ^ s->tail) * k;
   return h ^ (h >> 31);
+}
+
+static inline uint64_t spark_checksum(const void *data, size_t bytes) {
+  spark_checksum_state s;
+  spark_checksum_init(&s);
+  spark_checksum_update(&s, data, bytes);
+  return spark_checksum_final(&s);
 }
 
 #ifdef __cplusplus

@@ -44,6 +44,12 @@ struct TensorView {
   float element(int64_t i) const;
 };
 
+/// Drops the pages holding elements [first, first + count) of `tensor` from
+/// this process's resident set (they stay in the page cache). For streaming
+/// over a multi-GB checkpoint in bounded RSS; reading them again is valid.
+void releaseResidentPages(const TensorView &tensor, int64_t first,
+                          int64_t count);
+
 class SafetensorsFile {
 public:
   /// Maps `path` and validates its header: length inside the file, JSON,
