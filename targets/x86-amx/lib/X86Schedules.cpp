@@ -75,16 +75,27 @@ void scheduleRMSNorm(KernelAlgorithm &k, int lanes) {
 }
 
 // Decode (one token): a GEMV that streams each weight row once. Rows are
-// split into blocks, one parallel task each; every row's dot product keeps
-// `lanes` partial sums in a register and reduces them at the end.
+// split into blocks, one parallel task each; within a block, 4 rows at a
+// time each keep `lanes` partial sums in their own register (4 independent
+// FMA chains and memory streams) and reduce them at the end.
 void scheduleLinearDecode(KernelAlgorithm &k, int lanes) {
   Func out = k.output, dot = k.accumulator;
-  Func partial = vectorizeSum(dot, k.reduction, k.spec.in, lanes);
-  Var block("block"), row("row");
-  out.split(k.x, block, row, dividingBlock(k.spec.out, 64)).parallel(block);
-  dot.compute_at(out, row);
-  if (partial.defined())
-    partial.compute_at(out, row);
+  RVar ko("ko");
+  Var lane("lane");
+  Func partial = vectorizeSum(dot, k.reduction, k.spec.in, lanes, ko, lane);
+  Var block("block"), group("group"), row("row");
+  const int rowsPerGroup = dividingBlock(k.spec.out, 4);
+  out.split(k.x, block, group, dividingBlock(k.spec.out, 64))
+      .split(group, group, row, rowsPerGroup)
+      .unroll(row)
+      .parallel(block);
+  dot.compute_at(out, group).unroll(k.x);
+  dot.update().unroll(k.x);
+  if (partial.defined()) {
+    partial.compute_at(out, group);
+    partial.reorder(lane, k.x, k.y).unroll(k.x);
+    partial.update().reorder(lane, k.x, k.y, ko).unroll(k.x);
+  }
 }
 
 // Prefill (a chunk): register-blocked over up to 4 weight rows x 4 tokens,
