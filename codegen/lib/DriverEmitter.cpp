@@ -53,15 +53,8 @@ static halide_buffer_t *spark_view(halide_buffer_t *b, halide_dimension_t *d,
 std::pair<int, int> typeOf(const View &v) {
   if (v.isInt32)
     return {0, 32};
-  switch (v.type) {
-  case ElementType::F32:
-    return {2, 32};
-  case ElementType::BF16:
-    return {4, 16};
-  case ElementType::F16:
-    return {2, 16};
-  }
-  return {2, 32};
+  Halide::Type type = halideType(v.type);
+  return {int(type.code()), type.bits()};
 }
 
 std::string kernelSymbol(const KernelSpec &k, StringRef variant) {
@@ -255,8 +248,7 @@ public:
     os << "static const spark_tensor_def tensors[] = {\n";
     for (const PackTensor &t : plan.tensors)
       os << formatv("    {{\"{0}\", {1}, {2}, {3}ull},\n", t.name,
-                    t.dtype == ElementType::F32 ? "SPARK_DTYPE_F32"
-                                                : "SPARK_DTYPE_BF16",
+                    "SPARK_DTYPE_" + dtypeName(t.dtype).str(),
                     t.layout == 0 ? "SPARK_LAYOUT_ROW_MAJOR"
                                   : "SPARK_LAYOUT_TABLE",
                     t.bytes());
@@ -357,7 +349,7 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
   json::Object manifest{
       {"format", "spark-compile manifest 1"},
       {"target", plan.options.target},
-      {"dtype", plan.options.dtype == ElementType::F32 ? "f32" : "bf16"},
+      {"dtype", dtypeName(plan.options.dtype).lower()},
       {"max_context", plan.options.maxContext},
       {"max_chunk", plan.options.maxChunk},
       {"abi_hash", formatv("{0:x-16}", plan.abiHash).str()},

@@ -14,29 +14,19 @@ using namespace Halide;
 
 namespace spark {
 
-Type halideType(ElementType type) {
+Type halideType(DType type) {
   switch (type) {
-  case ElementType::F32:
+  case DType::F32:
     return Float(32);
-  case ElementType::BF16:
+  case DType::BF16:
     return BFloat(16);
-  case ElementType::F16:
+  case DType::F16:
     return Float(16);
   }
   return Float(32);
 }
 
-static const char *typeSuffix(ElementType type) {
-  switch (type) {
-  case ElementType::F32:
-    return "f32";
-  case ElementType::BF16:
-    return "bf16";
-  case ElementType::F16:
-    return "f16";
-  }
-  return "f32";
-}
+static std::string typeSuffix(DType type) { return dtypeName(type).lower(); }
 
 std::string KernelSpec::name() const {
   std::ostringstream os;

@@ -31,7 +31,7 @@ int64_t PackTensor::elements() const {
 }
 
 uint64_t PackTensor::bytes() const {
-  return uint64_t(elements()) * (dtype == ElementType::F32 ? 4 : 2);
+  return uint64_t(elements()) * dtypeSize(dtype);
 }
 
 namespace {
@@ -69,7 +69,7 @@ public:
 private:
   llvm::Error lower(Operation *op);
   int kernel(const KernelSpec &spec);
-  int weightTensor(Operation *op, FlatSymbolRefAttr symbol, ElementType dtype,
+  int weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
                    llvm::Error &err);
   int ropeTable(double theta, int64_t rotaryDim, bool cosine);
   int64_t newValue(Value v, int64_t features);
@@ -98,7 +98,7 @@ int Planner::kernel(const KernelSpec &spec) {
 }
 
 int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
-                          ElementType dtype, llvm::Error &err) {
+                          DType dtype, llvm::Error &err) {
   auto it = tensorIndex.find(symbol.getValue());
   if (it != tensorIndex.end())
     return it->second;
@@ -234,7 +234,7 @@ static Step::Arg scalarArg(std::string expr) {
 }
 
 llvm::Error Planner::lower(Operation *op) {
-  const ElementType matrixType = options.dtype;
+  const DType matrixType = options.dtype;
   llvm::Error err = llvm::Error::success();
   Step step;
   step.comment = op->getName().getStringRef().str();
@@ -269,7 +269,7 @@ llvm::Error Planner::lower(Operation *op) {
     if (norm.getOutputScale())
       return error(op, "rms_norm with a folded output quantization is not "
                        "supported by the host codegen yet");
-    int w = weightTensor(op, norm.getWeightAttr(), ElementType::F32, err);
+    int w = weightTensor(op, norm.getWeightAttr(), DType::F32, err);
     if (err)
       return err;
     KernelSpec spec;
@@ -345,7 +345,7 @@ llvm::Error Planner::lower(Operation *op) {
     spec.slots = cache.slots;
     spec.ring = cache.ring;
     spec.scale = attn.getScale().convertToDouble();
-    spec.weightType = ElementType::F32;
+    spec.weightType = DType::F32;
     step.kernel = kernel(spec);
     const int64_t hd = spec.headDim;
     auto cacheView = [&](int index) {

@@ -1,7 +1,6 @@
 //===- PackWriter.cpp - write the weight pack (model.spkw) ----------------===//
 #include "spark/Codegen/Emit.h"
 
-#include "spark/Import/FloatFormats.h"
 #include "spark/pack_format.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -19,22 +18,11 @@ namespace {
 /// pack's dtype.
 void convert(const PackTensor &t, int64_t first, int64_t count,
              std::vector<uint8_t> &out) {
-  const size_t size = t.dtype == ElementType::F32 ? 4 : 2;
+  const size_t size = dtypeSize(t.dtype);
   out.resize(count * size);
-  for (int64_t i = 0; i < count; ++i) {
-    float value = t.source ? t.source->element(first + i) : t.values[first + i];
-    if (t.dtype == ElementType::F32) {
-      std::memcpy(&out[i * 4], &value, 4);
-    } else {
-      uint16_t bits = t.dtype == ElementType::BF16 ? floatToBF16(value)
-                                                   : floatToHalf(value);
-      std::memcpy(&out[i * 2], &bits, 2);
-    }
-  }
-}
-
-uint32_t dtypeCode(ElementType type) {
-  return type == ElementType::F32 ? 0 : type == ElementType::F16 ? 1 : 2;
+  for (int64_t i = 0; i < count; ++i)
+    encodeElement(t.source ? t.source->element(first + i) : t.values[first + i],
+                  t.dtype, &out[i * size]);
 }
 
 } // namespace
@@ -83,7 +71,7 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
                                "%zu-byte limit",
                                t.name.c_str(), sizeof(e.name) - 1);
     std::strncpy(e.name, t.name.c_str(), sizeof(e.name) - 1);
-    e.dtype = dtypeCode(t.dtype);
+    e.dtype = uint32_t(t.dtype); // DType values are spark_dtype's
     e.layout = uint32_t(t.layout);
     e.rank = uint32_t(t.shape.size());
     for (size_t d = 0; d < t.shape.size() && d < 4; ++d)

@@ -33,6 +33,15 @@ StringRef dtypeName(DType dtype) {
 
 size_t dtypeSize(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
 
+void encodeElement(float value, DType dtype, uint8_t *out) {
+  if (dtype == DType::F32) {
+    std::memcpy(out, &value, 4);
+    return;
+  }
+  uint16_t bits = dtype == DType::F16 ? floatToHalf(value) : floatToBF16(value);
+  std::memcpy(out, &bits, 2);
+}
+
 int64_t TensorView::numElements() const {
   int64_t n = 1;
   for (int64_t d : shape)

@@ -51,11 +51,11 @@ cl::opt<std::string> target("target",
                                      "AVX2 / AVX-512, chosen at run time)"),
                             cl::init("host"), cl::cat(category));
 
-cl::opt<spark::ElementType> dtype(
+cl::opt<spark::DType> dtype(
     "dtype", cl::desc("Precision of the weight matrices (activations f32)"),
-    cl::values(clEnumValN(spark::ElementType::F32, "f32", "float32 (default)"),
-               clEnumValN(spark::ElementType::BF16, "bf16", "bfloat16")),
-    cl::init(spark::ElementType::F32), cl::cat(category));
+    cl::values(clEnumValN(spark::DType::F32, "f32", "float32 (default)"),
+               clEnumValN(spark::DType::BF16, "bf16", "bfloat16")),
+    cl::init(spark::DType::F32), cl::cat(category));
 
 cl::opt<int64_t> maxChunk(
     "max-chunk",

@@ -1,7 +1,6 @@
 //===- ModelGenerator.cpp - write random-weight Spark checkpoints ---------===//
 #include "ModelGenerator.h"
 
-#include "spark/Import/FloatFormats.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -152,15 +151,8 @@ void writeTensorData(raw_ostream &os, const TensorSpec &spec, DType dtype,
     for (uint64_t i = 0; i < n; ++i) {
       // 53 random bits -> [0, 1) -> [-1, 1)
       double u = double(splitmix64(state) >> 11) * 0x1.0p-53 * 2.0 - 1.0;
-      float value = float(spec.mean + halfWidth * u);
-      uint8_t *out = buffer.data() + i * elementSize;
-      if (dtype == DType::F32) {
-        std::memcpy(out, &value, 4);
-      } else {
-        uint16_t bits =
-            dtype == DType::F16 ? floatToHalf(value) : floatToBF16(value);
-        std::memcpy(out, &bits, 2);
-      }
+      encodeElement(float(spec.mean + halfWidth * u), dtype,
+                    buffer.data() + i * elementSize);
     }
     os.write(reinterpret_cast<const char *>(buffer.data()), n * elementSize);
     done += n;

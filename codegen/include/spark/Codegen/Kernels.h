@@ -9,6 +9,8 @@
 #ifndef SPARK_CODEGEN_KERNELS_H
 #define SPARK_CODEGEN_KERNELS_H
 
+#include "spark/Import/Safetensors.h"
+
 #include "Halide.h"
 
 #include <string>
@@ -30,12 +32,10 @@ enum class KernelKind {
 /// Decode kernels are scheduled for one token, prefill kernels for a chunk.
 enum class Phase { Any, Decode, Prefill };
 
-enum class ElementType { F32, BF16, F16 };
-
 struct KernelSpec {
   KernelKind kind = KernelKind::Add;
   Phase phase = Phase::Any;
-  ElementType weightType = ElementType::F32; // table / weight / cache type
+  DType weightType = DType::F32; // table / weight / cache type
   int64_t in = 0;  // Linear: K; Embed: d; RMSNorm/Geglu/Add/Rope/HeadGate: width
   int64_t out = 0; // Linear: N; Embed: V; Rope: table positions P
   double epsilon = 0.0, scale = 0.0, theta = 0.0;
@@ -68,7 +68,7 @@ struct KernelAlgorithm {
 KernelAlgorithm buildKernel(const KernelSpec &spec);
 
 /// The Halide type of an element type.
-Halide::Type halideType(ElementType type);
+Halide::Type halideType(DType type);
 
 } // namespace spark
 

@@ -22,7 +22,7 @@ namespace spark {
 
 struct BuildOptions {
   std::string target = "host";
-  ElementType dtype = ElementType::F32; // weights of the matrix kernels
+  DType dtype = DType::F32; // weights of the matrix kernels
   int64_t maxContext = 4096;
   int64_t maxChunk = 64;
   bool quiet = false;
@@ -31,7 +31,7 @@ struct BuildOptions {
 /// One tensor of the weight pack.
 struct PackTensor {
   std::string name;
-  ElementType dtype = ElementType::F32;
+  DType dtype = DType::F32;
   int layout = 0; // spark_layout
   std::vector<int64_t> shape;
   const TensorView *source = nullptr; // checkpoint data, converted to dtype
@@ -54,7 +54,7 @@ struct View {
   enum class Base { Arena, Weight, Cache, Tokens, Logits } base = Base::Arena;
   int64_t index = 0;   // arena value id, pack tensor or cache index
   int64_t column = 0;  // elements from the row start (split results)
-  ElementType type = ElementType::F32;
+  DType type = DType::F32;
   bool isInt32 = false; // token ids
   std::vector<int64_t> extents, strides; // inner dims first
   bool hasRows = false; // a last dim over the call's rows

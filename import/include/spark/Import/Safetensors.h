@@ -21,10 +21,15 @@
 
 namespace spark {
 
-enum class DType { F32, F16, BF16 };
+/// Element types of stored tensors. The values match spark_dtype of the
+/// runtime's model_abi.h.
+enum class DType { F32 = 0, F16 = 1, BF16 = 2 };
 
 llvm::StringRef dtypeName(DType dtype); // "F32", "F16", "BF16"
 size_t dtypeSize(DType dtype);
+
+/// Stores `value` as one element of `dtype` at `out` (round to nearest even).
+void encodeElement(float value, DType dtype, uint8_t *out);
 
 /// One tensor inside a mapped safetensors file.
 struct TensorView {
