@@ -4,11 +4,13 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "spark/Dialect/SparkDialect.h"
+#include "spark/Passes/Passes.h"
 
 int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
+  spark::registerSparkPasses();
 
   mlir::DialectRegistry registry;
   registry.insert<spark::SparkDialect, mlir::func::FuncDialect>();

@@ -1,0 +1,70 @@
+//===- Passes.td - passes of the spark compiler ----------------------------===//
+#ifndef SPARK_PASSES_PASSES_TD
+#define SPARK_PASSES_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def SparkFuseRMSNorm : Pass<"spark-fuse-rms-norm", "mlir::ModuleOp"> {
+  let summary = "Fuse a decomposed RMSNorm, also under quantize/dequantize pairs";
+  let description = [{
+    Rewrites the decomposed RMS normalization an exporter or a QDQ-quantized
+    graph produces into one `spark.rms_norm`:
+
+    ```mlir
+    %sq = spark.mul %x, %x            // or spark.pow %x, 2.0
+    %m  = spark.mean %sq
+    %me = spark.add %m, %eps          // %eps: a one-element spark.constant
+    %r  = spark.rsqrt %me
+    %n  = spark.mul %x, %r
+    %w  = spark.get_weight @w
+    %y  = spark.mul %n, %w
+    ```
+    becomes `%y = spark.rms_norm %x weight @w eps <eps>`. Operands may be in
+    either order, and any edge inside the pattern may pass through a
+    `spark.dequantize(spark.quantize(...))` pair: the fused op computes in
+    fp32, so the fusion survives quantization. When the norm's result feeds
+    only a quantize/dequantize pair, that output quantization folds into the
+    fused op (`output_scale`, `output_zero_point`). A norm whose epsilon is
+    added anywhere but to the mean, or whose square is not x * x, is left
+    alone.
+  }];
+  let dependentDialects = ["spark::SparkDialect"];
+}
+
+def SparkFuseGeglu : Pass<"spark-fuse-geglu", "mlir::ModuleOp"> {
+  let summary = "Fuse gelu(gate) * up into spark.geglu";
+  let description = [{
+    `spark.mul(spark.gelu(%gate), %up)` (either operand order) becomes
+    `spark.geglu %gate, %up`, which computes the exact (erf) gelu. A gelu in
+    the tanh form is not fused unless `allow-tanh` is set, since the fused op
+    would then compute a slightly different function.
+  }];
+  let options = [
+    Option<"allowTanh", "allow-tanh", "bool", /*default=*/"false",
+           "Also fuse the tanh-approximated gelu (changes numerics slightly)">
+  ];
+  let dependentDialects = ["spark::SparkDialect"];
+}
+
+def SparkKVLayout : Pass<"spark-kv-layout", "mlir::ModuleOp"> {
+  let summary = "Give every layer's cache its layout and size";
+  let description = [{
+    Sliding-attention layers get a ring buffer of window - 1 slots (position
+    p in slot p mod (window - 1); the current token comes from the chunk, so
+    this is exact), full-attention layers a linear cache of `max-context`
+    slots. The caches are the step function's arguments and results: their
+    types change, and `spark.attention` / `spark.kv_write` get the layout.
+
+    ```mlir
+    // before: %kc : tensor<4096x2x8xf32>, spark.attention sliding linear ... {window = 8}
+    // after:  %kc : tensor<7x2x8xf32>,    spark.attention sliding ring ...
+    ```
+  }];
+  let options = [
+    Option<"maxContext", "max-context", "int64_t", /*default=*/"4096",
+           "Positions a build holds: the slots of full-attention caches">
+  ];
+  let dependentDialects = ["spark::SparkDialect"];
+}
+
+#endif // SPARK_PASSES_PASSES_TD

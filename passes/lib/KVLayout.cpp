@@ -1,0 +1,94 @@
+//===- KVLayout.cpp - size and lay out every layer's cache ----------------===//
+#include "spark/Passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace spark {
+#define GEN_PASS_DEF_SPARKKVLAYOUT
+#include "spark/Passes/Passes.h.inc"
+} // namespace spark
+
+using namespace mlir;
+using namespace spark;
+
+namespace {
+
+struct CacheLayoutChoice {
+  CacheLayout layout;
+  int64_t slots;
+  AttentionOp owner;
+};
+
+struct KVLayout : spark::impl::SparkKVLayoutBase<KVLayout> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (maxContext < 1) {
+      getOperation().emitError()
+          << "spark-kv-layout: max-context must be positive, got "
+          << int64_t(maxContext);
+      return signalPassFailure();
+    }
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (failed(layOut(func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult layOut(func::FuncOp func) {
+    llvm::DenseMap<Value, CacheLayoutChoice> choices;
+    auto walk = func.walk([&](AttentionOp attn) -> WalkResult {
+      bool sliding = attn.getKind() == AttentionKind::Sliding;
+      CacheLayoutChoice choice;
+      choice.layout = sliding ? CacheLayout::Ring : CacheLayout::Linear;
+      choice.slots = sliding ? std::max<int64_t>(
+                                   1, std::min<int64_t>(int64_t(*attn.getWindow()) - 1,
+                                                        maxContext))
+                             : int64_t(maxContext);
+      choice.owner = attn;
+      for (Value cache : {attn.getKeyCache(), attn.getValueCache()}) {
+        auto arg = dyn_cast<BlockArgument>(cache);
+        if (!arg || arg.getOwner() != &func.getBody().front()) {
+          attn.emitError() << "spark-kv-layout: the caches of spark.attention "
+                              "must be arguments of its function";
+          return WalkResult::interrupt();
+        }
+        auto [it, inserted] = choices.try_emplace(cache, choice);
+        if (!inserted && (it->second.layout != choice.layout ||
+                          it->second.slots != choice.slots)) {
+          InFlightDiagnostic diag = attn.emitError()
+                                    << "spark-kv-layout: a cache is shared by "
+                                       "layers that need different layouts";
+          diag.attachNote(it->second.owner.getLoc()) << "the other layer";
+          return WalkResult::interrupt();
+        }
+      }
+      attn.setLayout(choice.layout);
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+
+    for (auto &[cache, choice] : choices) {
+      auto type = cast<RankedTensorType>(cache.getType());
+      auto sized = RankedTensorType::get(
+          {choice.slots, type.getDimSize(1), type.getDimSize(2)},
+          type.getElementType());
+      cache.setType(sized);
+      // Writes into this cache take its layout; their results, its type.
+      for (Operation *user : cache.getUsers())
+        if (auto write = dyn_cast<KVWriteOp>(user);
+            write && write.getCache() == cache) {
+          write.setLayout(choice.layout);
+          write.getResult().setType(sized);
+        }
+    }
+    // The function type follows its arguments and returned values.
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    func.setFunctionType(FunctionType::get(
+        func.getContext(), body.getArgumentTypes(), ret.getOperandTypes()));
+    return success();
+  }
+};
+
+} // namespace
