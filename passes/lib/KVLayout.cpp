@@ -37,13 +37,14 @@ struct KVLayout : spark::impl::SparkKVLayoutBase<KVLayout> {
   LogicalResult layOut(func::FuncOp func) {
     llvm::DenseMap<Value, CacheLayoutChoice> choices;
     auto walk = func.walk([&](AttentionOp attn) -> WalkResult {
-      bool sliding = attn.getKind() == AttentionKind::Sliding;
+      // A ring needs window - 1 slots; when the build's context is no
+      // longer than that, a linear cache of max-context slots is the same.
+      bool ring = attn.getKind() == AttentionKind::Sliding &&
+                  int64_t(*attn.getWindow()) - 1 < maxContext;
       CacheLayoutChoice choice;
-      choice.layout = sliding ? CacheLayout::Ring : CacheLayout::Linear;
-      choice.slots = sliding ? std::max<int64_t>(
-                                   1, std::min<int64_t>(int64_t(*attn.getWindow()) - 1,
-                                                        maxContext))
-                             : int64_t(maxContext);
+      choice.layout = ring ? CacheLayout::Ring : CacheLayout::Linear;
+      choice.slots = ring ? std::max<int64_t>(1, int64_t(*attn.getWindow()) - 1)
+                          : int64_t(maxContext);
       choice.owner = attn;
       for (Value cache : {attn.getKeyCache(), attn.getValueCache()}) {
         auto arg = dyn_cast<BlockArgument>(cache);

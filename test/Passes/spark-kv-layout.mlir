@@ -20,12 +20,13 @@ func.func @step(%q: tensor<?x32xf32>, %k: tensor<?x16xf32>, %pos: tensor<?xi32>,
   return %sk2, %sv2, %fk2, %fv2 : tensor<4096x2x8xf32>, tensor<4096x2x8xf32>, tensor<4096x2x8xf32>, tensor<4096x2x8xf32>
 }
 
-// A window wider than the build's context: the ring holds max-context slots.
+// A window wider than the build's context: a linear cache of max-context
+// slots holds every key the window could see.
 // CHECK-LABEL: func @wide_window
 // CHECK-SAME: tensor<64x2x8xf32>
 func.func @wide_window(%q: tensor<?x32xf32>, %k: tensor<?x16xf32>, %pos: tensor<?xi32>,
                        %sk: tensor<4096x2x8xf32>) -> tensor<?x32xf32> {
-  // CHECK: spark.attention sliding ring
+  // CHECK: spark.attention sliding linear
   %a = spark.attention sliding linear %q, %k, %k, %sk, %sk, %pos {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 8 : i64, window = 1000 : i64, scale = 0.5 : f64} : (tensor<?x32xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<4096x2x8xf32>, tensor<4096x2x8xf32>, tensor<?xi32>) -> tensor<?x32xf32>
   return %a : tensor<?x32xf32>
 }

@@ -52,7 +52,8 @@ def SparkKVLayout : Pass<"spark-kv-layout", "mlir::ModuleOp"> {
     Sliding-attention layers get a ring buffer of window - 1 slots (position
     p in slot p mod (window - 1); the current token comes from the chunk, so
     this is exact), full-attention layers a linear cache of `max-context`
-    slots. The caches are the step function's arguments and results: their
+    slots (so do sliding layers whose window - 1 is not smaller than
+    `max-context`: the same thing). The caches are the step function's arguments and results: their
     types change, and `spark.attention` / `spark.kv_write` get the layout.
 
     ```mlir
