@@ -6,6 +6,7 @@
 #include "llvm/Object/ArchiveWriter.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
@@ -47,7 +48,47 @@ Error writeText(StringRef path, StringRef text) {
   return Error::success();
 }
 
+/// Builds, schedules and compiles one kernel for one variant into `outputs`.
+Error compileKernel(const KernelSpec &spec, const TargetVariant &variant,
+                    const std::map<Halide::OutputFileType, std::string> &outputs) {
+  std::string symbol = "spark_" + spec.name() + "_" + variant.name;
+  try {
+    KernelAlgorithm kernel = buildKernel(spec);
+    scheduleX86(kernel, variant);
+    Halide::Pipeline pipeline(kernel.output);
+    pipeline.compile_to(outputs, kernel.arguments, symbol, variant.halide);
+  } catch (const Halide::Error &e) {
+    return createStringError(inconvertibleErrorCode(),
+                             "Halide could not compile kernel %s for %s: %s",
+                             spec.name().c_str(), variant.name.c_str(),
+                             e.what());
+  }
+  return Error::success();
+}
+
 } // namespace
+
+Error emitKernelText(const ModelPlan &plan, KernelText kind, StringRef scratchDir,
+                     raw_ostream &os) {
+  for (const KernelSpec &spec : plan.kernels)
+    for (const TargetVariant &variant : x86HostVariants()) {
+      std::string file = join(scratchDir, "kernel.txt");
+      Halide::OutputFileType type = kind == KernelText::HalideStatements
+                                        ? Halide::OutputFileType::stmt
+                                        : Halide::OutputFileType::assembly;
+      if (Error e = compileKernel(spec, variant, {{type, file}}))
+        return e;
+      auto text = MemoryBuffer::getFile(file, /*IsText=*/true);
+      if (!text)
+        return createStringError(text.getError(), "%s: %s", file.c_str(),
+                                 text.getError().message().c_str());
+      os << "// ===== kernel " << spec.name() << " (" << variant.name
+         << ") =====\n"
+         << (*text)->getBuffer() << "\n";
+      sys::fs::remove(file);
+    }
+  return Error::success();
+}
 
 Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
   SmallString<128> objDir(dir);
@@ -72,23 +113,9 @@ Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
                           spec.name(), variant.name);
       std::string symbol = "spark_" + spec.name() + "_" + variant.name;
       std::string object = join(objDir, symbol + ".o");
-      try {
-        KernelAlgorithm kernel = buildKernel(spec);
-        scheduleX86(kernel, variant);
-        Halide::Pipeline pipeline(kernel.output);
-        std::map<Halide::OutputFileType, std::string> outputs = {
-            {Halide::OutputFileType::object, object}};
-        // Lowered Halide statements, for inspecting schedules.
-        if (const char *stmtDir = std::getenv("SPARK_HALIDE_STMT_DIR"))
-          outputs[Halide::OutputFileType::stmt] =
-              join(stmtDir, symbol + ".stmt");
-        pipeline.compile_to(outputs, kernel.arguments, symbol, variant.halide);
-      } catch (const Halide::Error &e) {
-        return createStringError(inconvertibleErrorCode(),
-                                 "Halide could not compile kernel %s for %s: %s",
-                                 spec.name().c_str(), variant.name.c_str(),
-                                 e.what());
-      }
+      if (Error e = compileKernel(spec, variant,
+                                  {{Halide::OutputFileType::object, object}}))
+        return e;
       objects.push_back(object);
     }
   std::string runtime = join(objDir, "halide_runtime.o");

@@ -446,32 +446,25 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
   storage[body.getArgument(0)] = {Storage::Kind::Tokens, 0, 0, 1};
   storage[body.getArgument(1)] = {Storage::Kind::Positions, 0, 0, 1};
 
-  // Cache layout: sliding layers keep a ring of window - 1 slots (the spec's
-  // section 4: exact, the current token comes from the chunk), full layers
-  // a linear cache of max_context slots.
-  llvm::DenseMap<Value, std::pair<bool, int64_t>> cacheShape;
-  for (AttentionOp attn : step.getOps<AttentionOp>()) {
-    bool sliding = attn.getKind() == AttentionKind::Sliding;
-    int64_t slots = sliding ? std::max<int64_t>(1, std::min<int64_t>(
-                                  int64_t(*attn.getWindow()) - 1,
-                                  options.maxContext))
-                            : options.maxContext;
-    cacheShape[attn.getKeyCache()] = {sliding, slots};
-    cacheShape[attn.getValueCache()] = {sliding, slots};
-  }
+  // Cache layouts come from the IR (spark-kv-layout decides them): the
+  // slots are the cache type's first dim, the layout the attention's.
+  llvm::DenseMap<Value, bool> cacheIsRing;
+  for (AttentionOp attn : step.getOps<AttentionOp>())
+    for (Value cache : {attn.getKeyCache(), attn.getValueCache()})
+      cacheIsRing[cache] = attn.getLayout() == CacheLayout::Ring;
   for (unsigned i = 2; i < body.getNumArguments(); ++i) {
     Value arg = body.getArgument(i);
     auto type = cast<RankedTensorType>(arg.getType());
-    auto it = cacheShape.find(arg);
-    if (it == cacheShape.end())
+    auto it = cacheIsRing.find(arg);
+    if (it == cacheIsRing.end())
       return error(step, llvm::formatv("cache argument {0} is not read by any "
                                        "spark.attention",
                                        i));
     CacheSpec cache;
     cache.layer = int((i - 2) / 2);
     cache.keys = (i - 2) % 2 == 0;
-    cache.ring = it->second.first;
-    cache.slots = it->second.second;
+    cache.ring = it->second;
+    cache.slots = type.getShape()[0];
     cache.kvHeads = type.getShape()[1];
     cache.headDim = type.getShape()[2];
     storage[arg] = {Storage::Kind::Cache, int64_t(plan.caches.size()), 0, 0};

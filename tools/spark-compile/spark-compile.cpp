@@ -1,6 +1,6 @@
 //===- spark-compile.cpp - the compiler driver ----------------------------===//
 //
-// spark-compile CKPT --emit=mlir [-o FILE]
+// spark-compile CKPT --emit=mlir|opt|halide|asm [-o FILE]
 // spark-compile CKPT [--target=host] [--dtype=f32|bf16] -o OUT
 //
 // Toy-style driver: each --emit stage stops the pipeline there and prints
@@ -10,9 +10,12 @@
 //===----------------------------------------------------------------------===//
 #include "spark/Codegen/Emit.h"
 #include "spark/Import/Importer.h"
+#include "spark/Passes/Passes.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -24,7 +27,7 @@ using namespace llvm;
 
 namespace {
 
-enum class EmitStage { MLIR, Library };
+enum class EmitStage { MLIR, Optimized, Halide, Assembly, Library };
 
 cl::OptionCategory category("spark-compile options");
 
@@ -36,6 +39,12 @@ cl::opt<EmitStage> emit(
     "emit", cl::desc("What to produce (default: lib)"),
     cl::values(clEnumValN(EmitStage::MLIR, "mlir",
                           "the imported spark IR (one decoder step)"),
+               clEnumValN(EmitStage::Optimized, "opt",
+                          "the spark IR after the compiler's passes"),
+               clEnumValN(EmitStage::Halide, "halide",
+                          "every kernel's lowered Halide statements"),
+               clEnumValN(EmitStage::Assembly, "asm",
+                          "every kernel's assembly, per ISA variant"),
                clEnumValN(EmitStage::Library, "lib",
                           "the model library, weight pack, header and "
                           "manifest in the -o folder")),
@@ -62,6 +71,11 @@ cl::opt<int64_t> maxChunk(
     cl::desc("Most tokens one prefill call evaluates (default 64, at most "
              "--max-context)"),
     cl::init(64), cl::cat(category));
+
+cl::opt<bool> noFusion(
+    "no-fusion",
+    cl::desc("Skip the fusion passes (spark-fuse-rms-norm, spark-fuse-geglu)"),
+    cl::init(false), cl::cat(category));
 
 cl::opt<bool> quiet("quiet", cl::desc("No progress output"), cl::init(false),
                     cl::cat(category));
@@ -91,15 +105,40 @@ struct TemporaryFolder {
   }
 };
 
-int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
-                int argc, char **argv) {
+spark::BuildOptions buildOptions() {
   spark::BuildOptions options;
   options.target = target;
   options.dtype = dtype;
   options.maxContext = maxContext;
   options.maxChunk = maxChunk;
   options.quiet = quiet;
-  Expected<spark::ModelPlan> plan = spark::planModel(module, checkpoint, options);
+  return options;
+}
+
+/// The optimization pipeline: fusions, then the cache layout. MLIR's
+/// pass-manager flags (--mlir-print-ir-after-all, --mlir-timing, ...) apply.
+mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module) {
+  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+  if (failed(mlir::applyPassManagerCLOptions(pm)))
+    return mlir::failure();
+  mlir::DefaultTimingManager timing;
+  mlir::applyDefaultTimingManagerCLOptions(timing);
+  mlir::TimingScope root = timing.getRootScope();
+  pm.enableTiming(root);
+  if (!noFusion) {
+    pm.addPass(spark::createSparkFuseRMSNorm());
+    pm.addPass(spark::createSparkFuseGeglu());
+  }
+  spark::SparkKVLayoutOptions layout;
+  layout.maxContext = maxContext;
+  pm.addPass(spark::createSparkKVLayout(layout));
+  return pm.run(module);
+}
+
+int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
+                int argc, char **argv) {
+  Expected<spark::ModelPlan> plan =
+      spark::planModel(module, checkpoint, buildOptions());
   if (!plan)
     return fail(toString(plan.takeError()));
 
@@ -191,7 +230,8 @@ int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
-  cl::HideUnrelatedOptions(category);
+  mlir::registerPassManagerCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
   cl::ParseCommandLineOptions(argc, argv,
                               "spark-compile: ahead-of-time compiler for "
                               "Spark-X2.5 checkpoints\n");
@@ -226,20 +266,42 @@ int main(int argc, char **argv) {
     return fail("internal error: the imported module of " + checkpointDir +
                 " does not verify");
 
-  switch (emit) {
-  case EmitStage::MLIR: {
-    // writeToOutput writes to a temporary file and renames it into place, so
-    // an interrupted run never leaves a truncated output.
-    Error written = writeToOutput(outputPath, [&](raw_ostream &os) {
-      module->print(os);
-      return Error::success();
-    });
-    if (written)
-      return fail(outputPath + ": " + toString(std::move(written)));
+  // writeToOutput writes to a temporary file and renames it into place, so
+  // an interrupted run never leaves a truncated output.
+  auto writeText = [&](function_ref<Error(raw_ostream &)> write) {
+    if (Error e = writeToOutput(outputPath, write))
+      return fail(outputPath + ": " + toString(std::move(e)));
     return 0;
-  }
-  case EmitStage::Library:
+  };
+  auto printModule = [&](raw_ostream &os) {
+    module->print(os);
+    return Error::success();
+  };
+  if (emit == EmitStage::MLIR)
+    return writeText(printModule);
+
+  if (failed(runPasses(context, *module)))
+    return fail("the pass pipeline failed on " + checkpointDir);
+  if (emit == EmitStage::Optimized)
+    return writeText(printModule);
+  if (emit == EmitStage::Library)
     return emitLibrary(**checkpoint, *module, argc, argv);
-  }
-  return 0;
+
+  Expected<spark::ModelPlan> plan =
+      spark::planModel(*module, **checkpoint, buildOptions());
+  if (!plan)
+    return fail(toString(plan.takeError()));
+  TemporaryFolder scratch;
+  SmallString<128> created;
+  if (std::error_code ec =
+          sys::fs::createUniqueDirectory("spark-compile", created))
+    return fail("cannot create a temporary folder: " + ec.message());
+  scratch.path = std::string(created);
+  return writeText([&](raw_ostream &os) {
+    return spark::emitKernelText(*plan,
+                                 emit == EmitStage::Halide
+                                     ? spark::KernelText::HalideStatements
+                                     : spark::KernelText::Assembly,
+                                 scratch.path, os);
+  });
 }

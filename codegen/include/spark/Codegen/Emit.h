@@ -5,6 +5,7 @@
 #include "spark/Codegen/ModelPlan.h"
 
 #include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
 
 namespace spark {
 
@@ -25,6 +26,14 @@ llvm::Error writeWeightPack(const ModelPlan &plan, llvm::StringRef path);
 /// manifest.json: what was built and how to reproduce it.
 std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
                          llvm::StringRef commandLine);
+
+enum class KernelText { HalideStatements, Assembly };
+
+/// Writes every kernel's lowered Halide statements or assembly, for every
+/// host variant, to `os` (each behind a `// ===== kernel NAME (VARIANT)`
+/// line). `scratchDir` holds one temporary file at a time.
+llvm::Error emitKernelText(const ModelPlan &plan, KernelText kind,
+                           llvm::StringRef scratchDir, llvm::raw_ostream &os);
 
 /// Compiles every kernel for every host variant, the driver and the Halide
 /// runtime, and writes libspark_model.a (and libspark_model.so, which
