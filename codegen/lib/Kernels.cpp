@@ -58,8 +58,21 @@ std::string KernelSpec::name() const {
   case KernelKind::Geglu:
     os << "geglu_" << in;
     break;
-  case KernelKind::Add:
-    os << "add_" << in;
+  case KernelKind::Binary:
+    os << (op == ElementwiseOp::Add ? "add_" : "mul_") << in << "_a"
+       << lhsWidth << (lhsRows ? "" : "c") << "_b" << rhsWidth
+       << (rhsRows ? "" : "c");
+    break;
+  case KernelKind::Unary: {
+    static const char *names[] = {"add", "mul", "rsqrt", "sigmoid",
+                                  "gelu", "gelu_tanh", "pow"};
+    os << names[int(op)] << "_" << in;
+    if (op == ElementwiseOp::Pow)
+      os << "_e" << std::llround(parameter * 1000);
+    break;
+  }
+  case KernelKind::Mean:
+    os << "mean_" << in;
     break;
   }
   return os.str();
@@ -271,14 +284,65 @@ void buildGeglu(KernelAlgorithm &k) {
   k.arguments = {gate, up};
 }
 
-void buildAdd(KernelAlgorithm &k) {
-  ImageParam a(Float(32), 2, "a"), b(Float(32), 2, "b");
-  Func out("add");
-  out(k.x, k.y) = a(k.x, k.y) + b(k.x, k.y);
-  a.dim(0).set_bounds(0, int(k.spec.in));
-  b.dim(0).set_bounds(0, int(k.spec.in));
+void buildBinary(KernelAlgorithm &k) {
+  const KernelSpec &s = k.spec;
+  ImageParam a(Float(32), s.lhsRows ? 2 : 1, "a");
+  ImageParam b(Float(32), s.rhsRows ? 2 : 1, "b");
+  auto load = [&](ImageParam &p, int64_t width, bool rows) {
+    p.dim(0).set_bounds(0, int(width));
+    Expr column = width == 1 ? Expr(0) : Expr(k.x);
+    return rows ? p(column, k.y) : p(column);
+  };
+  Expr lhs = load(a, s.lhsWidth, s.lhsRows), rhs = load(b, s.rhsWidth, s.rhsRows);
+  Func out(s.op == ElementwiseOp::Add ? "add" : "mul");
+  out(k.x, k.y) = s.op == ElementwiseOp::Add ? lhs + rhs : lhs * rhs;
   k.output = out;
   k.arguments = {a, b};
+}
+
+void buildUnary(KernelAlgorithm &k) {
+  const KernelSpec &s = k.spec;
+  ImageParam x(Float(32), 2, "x");
+  x.dim(0).set_bounds(0, int(s.in));
+  Expr v = x(k.x, k.y), result;
+  switch (s.op) {
+  case ElementwiseOp::Rsqrt:
+    result = 1.0f / sqrt(v);
+    break;
+  case ElementwiseOp::Sigmoid:
+    result = 1.0f / (1.0f + exp(-v));
+    break;
+  case ElementwiseOp::Gelu:
+    result = gelu(v);
+    break;
+  case ElementwiseOp::GeluTanh:
+    result = 0.5f * v * (1.0f + tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
+    break;
+  case ElementwiseOp::Pow:
+    result = s.parameter == 2.0 ? v * v : pow(v, float(s.parameter));
+    break;
+  default:
+    result = v;
+  }
+  Func out("unary");
+  out(k.x, k.y) = result;
+  k.output = out;
+  k.arguments = {x};
+}
+
+void buildMean(KernelAlgorithm &k) {
+  const KernelSpec &s = k.spec;
+  ImageParam x(Float(32), 2, "x");
+  x.dim(0).set_bounds(0, int(s.in));
+  k.reduction = RDom(0, int(s.in), "r");
+  Func sum("sum");
+  sum(k.y) = 0.0f;
+  sum(k.y) += x(k.reduction, k.y);
+  Func out("mean");
+  out(k.x, k.y) = sum(k.y) / float(s.in);
+  k.accumulator = sum;
+  k.output = out;
+  k.arguments = {x};
 }
 
 } // namespace
@@ -308,8 +372,14 @@ KernelAlgorithm buildKernel(const KernelSpec &spec) {
   case KernelKind::Geglu:
     buildGeglu(k);
     break;
-  case KernelKind::Add:
-    buildAdd(k);
+  case KernelKind::Binary:
+    buildBinary(k);
+    break;
+  case KernelKind::Unary:
+    buildUnary(k);
+    break;
+  case KernelKind::Mean:
+    buildMean(k);
     break;
   }
   // Output dim 0 is dense and starts at 0 in every kernel.

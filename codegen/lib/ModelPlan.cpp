@@ -50,7 +50,7 @@ int64_t width(Value v) {
 
 /// Where an SSA value of the step function lives.
 struct Storage {
-  enum class Kind { Arena, Cache, Tokens, Positions, Logits } kind;
+  enum class Kind { Arena, Cache, Tokens, Positions, Logits, Weight } kind;
   int64_t index = 0;   // arena value or cache
   int64_t column = 0;  // split results: offset into the parent's rows
   int64_t rowStride = 0;
@@ -72,6 +72,7 @@ private:
   int weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
                    llvm::Error &err);
   int ropeTable(double theta, int64_t rotaryDim, bool cosine);
+  int constantTensor(ConstantOp constant);
   int64_t newValue(Value v, int64_t features);
   View activation(Value v, std::vector<int64_t> innerExtents = {});
   View weightView(int tensor);
@@ -154,6 +155,18 @@ int Planner::ropeTable(double theta, int64_t rotaryDim, bool cosine) {
   int index = int(plan.tensors.size());
   plan.tensors.push_back(std::move(tensor));
   tensorIndex[name] = index;
+  return index;
+}
+
+int Planner::constantTensor(ConstantOp constant) {
+  PackTensor tensor;
+  tensor.name = llvm::formatv("constant.{0}", plan.tensors.size()).str();
+  auto type = cast<RankedTensorType>(constant.getResult().getType());
+  tensor.shape.assign(type.getShape().begin(), type.getShape().end());
+  for (APFloat v : cast<DenseElementsAttr>(constant.getValue()).getValues<APFloat>())
+    tensor.values.push_back(v.convertToFloat());
+  int index = int(plan.tensors.size());
+  plan.tensors.push_back(std::move(tensor));
   return index;
 }
 
@@ -244,6 +257,9 @@ llvm::Error Planner::lower(Operation *op) {
     return viewArg(activation(result, std::move(inner)));
   };
   auto input = [&](Value v, std::vector<int64_t> inner = {}) {
+    const Storage &s = storage.lookup(v);
+    if (s.kind == Storage::Kind::Weight)
+      return viewArg(weightView(int(s.index)));
     use(v);
     return viewArg(activation(v, std::move(inner)));
   };
@@ -382,15 +398,54 @@ llvm::Error Planner::lower(Operation *op) {
     step.kernel = kernel(spec);
     step.args = {input(gate.getInput()), input(gate.getGate())};
     step.args.push_back(output(gate.getResult()));
-  } else if (isa<GegluOp, AddOp>(op)) {
+  } else if (auto get = dyn_cast<GetWeightOp>(op)) {
+    int w = weightTensor(op, get.getWeightAttr(), DType::F32, err);
+    if (err)
+      return err;
+    storage[get.getResult()] = {Storage::Kind::Weight, w, 0, 0};
+    return llvm::Error::success(); // data in the pack, no step
+  } else if (auto constant = dyn_cast<ConstantOp>(op)) {
+    storage[constant.getResult()] = {Storage::Kind::Weight,
+                                     constantTensor(constant), 0, 0};
+    return llvm::Error::success();
+  } else if (isa<AddOp, MulOp>(op)) {
+    Value result = op->getResult(0);
+    auto rowsOf = [&](Value v) {
+      return cast<RankedTensorType>(v.getType()).getRank() == 2;
+    };
+    if (!rowsOf(result))
+      return error(op, "the host codegen supports elementwise ops on "
+                       "[tokens, features] values only");
     KernelSpec spec;
-    spec.kind = isa<GegluOp>(op) ? KernelKind::Geglu : KernelKind::Add;
-    spec.in = width(op->getResult(0));
-    if (isa<AddOp>(op) && (op->getOperand(0).getType() != op->getOperand(1).getType()))
-      return error(op, "the host codegen supports spark.add of equal shapes "
-                       "only (a residual add)");
+    spec.kind = KernelKind::Binary;
+    spec.op = isa<AddOp>(op) ? ElementwiseOp::Add : ElementwiseOp::Mul;
+    spec.in = width(result);
+    spec.lhsWidth = width(op->getOperand(0));
+    spec.rhsWidth = width(op->getOperand(1));
+    spec.lhsRows = rowsOf(op->getOperand(0));
+    spec.rhsRows = rowsOf(op->getOperand(1));
     step.kernel = kernel(spec);
     step.args = {input(op->getOperand(0)), input(op->getOperand(1))};
+    step.args.push_back(output(result));
+  } else if (isa<GegluOp, RsqrtOp, SigmoidOp, GeluOp, PowOp, MeanOp>(op)) {
+    KernelSpec spec;
+    spec.in = width(op->getOperand(0));
+    spec.kind = isa<GegluOp>(op)  ? KernelKind::Geglu
+                : isa<MeanOp>(op) ? KernelKind::Mean
+                                  : KernelKind::Unary;
+    if (auto gelu = dyn_cast<GeluOp>(op))
+      spec.op = gelu.getApproximate() ? ElementwiseOp::GeluTanh
+                                      : ElementwiseOp::Gelu;
+    else if (auto pow = dyn_cast<PowOp>(op)) {
+      spec.op = ElementwiseOp::Pow;
+      spec.parameter = pow.getExponent().convertToDouble();
+    } else if (isa<RsqrtOp>(op))
+      spec.op = ElementwiseOp::Rsqrt;
+    else if (isa<SigmoidOp>(op))
+      spec.op = ElementwiseOp::Sigmoid;
+    step.kernel = kernel(spec);
+    for (Value operand : op->getOperands())
+      step.args.push_back(input(operand));
     step.args.push_back(output(op->getResult(0)));
   } else if (isa<func::ReturnOp>(op)) {
     if (op->getNumOperands() < 1 ||

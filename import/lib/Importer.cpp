@@ -46,9 +46,35 @@ private:
                             weight(w));
   }
   Value rmsNorm(Location loc, Value input, const TensorView *w) {
-    return RMSNormOp::create(builder, loc, input.getType(), input, weight(w),
-                             builder.getF64FloatAttr(config.rmsNormEps),
-                             FloatAttr(), IntegerAttr());
+    if (!options.decomposed)
+      return RMSNormOp::create(builder, loc, input.getType(), input, weight(w),
+                               builder.getF64FloatAttr(config.rmsNormEps),
+                               FloatAttr(), IntegerAttr());
+    // x * rsqrt(mean(x^2) + eps) * w, one op per step.
+    auto type = cast<RankedTensorType>(input.getType());
+    auto column = RankedTensorType::get({type.getDimSize(0), 1},
+                                        builder.getF32Type());
+    auto scalar = RankedTensorType::get({1}, builder.getF32Type());
+    Value squared = PowOp::create(builder, loc, type, input,
+                                  builder.getF64FloatAttr(2.0));
+    Value mean = MeanOp::create(builder, loc, column, squared);
+    Value eps = ConstantOp::create(
+        builder, loc, scalar,
+        DenseElementsAttr::get(scalar, float(config.rmsNormEps)));
+    Value shifted = AddOp::create(builder, loc, column, mean, eps);
+    Value inverse = RsqrtOp::create(builder, loc, column, shifted);
+    Value normalized = MulOp::create(builder, loc, type, input, inverse);
+    Value scale = GetWeightOp::create(
+        builder, loc, RankedTensorType::get({type.getDimSize(1)}, builder.getF32Type()),
+        weight(w));
+    return MulOp::create(builder, loc, type, normalized, scale);
+  }
+  Value geglu(Location loc, Value gate, Value up) {
+    if (!options.decomposed)
+      return GegluOp::create(builder, loc, gate.getType(), gate, up);
+    Value activated = GeluOp::create(builder, loc, gate.getType(), gate,
+                                     builder.getBoolAttr(false));
+    return MulOp::create(builder, loc, gate.getType(), activated, up);
   }
   DictionaryAttr configAttr();
 
@@ -199,7 +225,7 @@ OwningOpRef<ModuleOp> ModuleBuilder::build() {
       gate = linear(loc, x2, layer.gate);
       up = linear(loc, x2, layer.up);
     }
-    Value mlp = GegluOp::create(builder, loc, gate.getType(), gate, up);
+    Value mlp = geglu(loc, gate, up);
     h = AddOp::create(builder, loc, h.getType(), h,
                       linear(loc, mlp, layer.down));
   }

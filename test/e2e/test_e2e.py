@@ -8,6 +8,7 @@ real process. Paths come from SPARK_BIN_DIR, SPARK_LIB_DIR and
 SPARK_SOURCE_DIR (set by ctest).
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -168,6 +169,26 @@ class EndToEnd(unittest.TestCase):
         print("bf16 mini: logits SNR %.1f dB, per-position greedy agreement %.3f, "
               "generated tokens identical for %d/%d" % (snr, agree, same_prefix, n_predict))
         self.assertGreaterEqual(snr, 30.0)
+
+    def test_decomposed_import_with_and_without_fusion(self):
+        # An exporter-style graph (pow/mean/rsqrt/mul, gelu * mul) compiled
+        # with the fusion passes and without: same function, other kernels.
+        fused = Case(self.tmp, "decomposed-fused", compile_flags=["--import-form=decomposed"])
+        plain = Case(self.tmp, "decomposed-plain",
+                     compile_flags=["--import-form=decomposed", "--no-fusion"])
+        with open(os.path.join(fused.out, "manifest.json")) as f:
+            fused_kernels = json.load(f)["kernels"]
+        with open(os.path.join(plain.out, "manifest.json")) as f:
+            plain_kernels = json.load(f)["kernels"]
+        self.assertTrue(any(k.startswith("rms_norm") for k in fused_kernels))
+        self.assertFalse(any(k.startswith(("mean", "rsqrt", "gelu")) for k in fused_kernels))
+        self.assertTrue(any(k.startswith("mean") for k in plain_kernels))
+        self.assertFalse(any(k.startswith(("rms_norm", "geglu")) for k in plain_kernels))
+        prompt = self.long_prompt(fused, 9)
+        _, fused_logits = self.assertFp32Parity(fused, prompt)
+        _, plain_logits = self.assertFp32Parity(plain, prompt)
+        np.testing.assert_allclose(fused_logits, plain_logits, rtol=0,
+                                   atol=1e-5 * np.abs(plain_logits).max())
 
     def test_runtime_c_api(self):
         case = Case(self.tmp, "capi")

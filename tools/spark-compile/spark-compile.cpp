@@ -72,6 +72,16 @@ cl::opt<int64_t> maxChunk(
              "--max-context)"),
     cl::init(64), cl::cat(category));
 
+enum class ImportForm { Fused, Decomposed };
+cl::opt<ImportForm> importForm(
+    "import-form", cl::desc("How the importer writes norms and GEGLU"),
+    cl::values(clEnumValN(ImportForm::Fused, "fused",
+                          "spark.rms_norm / spark.geglu (default)"),
+               clEnumValN(ImportForm::Decomposed, "decomposed",
+                          "pow/mean/add/rsqrt/mul and gelu/mul, as a generic "
+                          "exporter writes them (the fusion passes undo it)")),
+    cl::init(ImportForm::Fused), cl::cat(category));
+
 cl::opt<bool> noFusion(
     "no-fusion",
     cl::desc("Skip the fusion passes (spark-fuse-rms-norm, spark-fuse-geglu)"),
@@ -260,6 +270,7 @@ int main(int argc, char **argv) {
   mlir::MLIRContext context;
   spark::ImportOptions importOptions;
   importOptions.maxContext = maxContext;
+  importOptions.decomposed = importForm == ImportForm::Decomposed;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       spark::importCheckpoint(context, **checkpoint, importOptions);
   if (!module)

@@ -161,8 +161,16 @@ void scheduleX86(KernelAlgorithm &k, const TargetVariant &variant) {
   case KernelKind::Rope:
   case KernelKind::HeadGate:
   case KernelKind::Geglu:
-  case KernelKind::Add:
+  case KernelKind::Binary:
+  case KernelKind::Unary:
     scheduleElementwise(k, lanes);
+    break;
+  case KernelKind::Mean:
+    k.output.parallel(k.y);
+    k.accumulator.compute_at(k.output, k.y);
+    if (Func partial = vectorizeSum(k.accumulator, k.reduction, k.spec.in, lanes);
+        partial.defined())
+      partial.compute_at(k.output, k.y);
     break;
   case KernelKind::RMSNorm:
     scheduleRMSNorm(k, lanes);

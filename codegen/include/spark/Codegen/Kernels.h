@@ -26,14 +26,19 @@ enum class KernelKind {
   Attention, // (q, k, v, kcache T[hd, KV, S], vcache, pos0, cached) -> f32[H*hd, n]
   HeadGate,  // (o f32[H*hd, n], g f32[H, n]) -> f32[H*hd, n]
   Geglu,     // (gate f32[I, n], up f32[I, n]) -> f32[I, n]
-  Add,       // (a f32[w, n], b f32[w, n]) -> f32[w, n]
+  // Decomposed graphs (what the fusion passes remove):
+  Binary,    // (a, b) -> f32[w, n]: add or mul; a/b may broadcast (see below)
+  Unary,     // (x f32[w, n]) -> f32[w, n]: rsqrt, sigmoid, gelu, pow
+  Mean,      // (x f32[w, n]) -> f32[1, n]
 };
+
+enum class ElementwiseOp { Add, Mul, Rsqrt, Sigmoid, Gelu, GeluTanh, Pow };
 
 /// Decode kernels are scheduled for one token, prefill kernels for a chunk.
 enum class Phase { Any, Decode, Prefill };
 
 struct KernelSpec {
-  KernelKind kind = KernelKind::Add;
+  KernelKind kind = KernelKind::Binary;
   Phase phase = Phase::Any;
   DType weightType = DType::F32; // table / weight / cache type
   int64_t in = 0;  // Linear: K; Embed: d; RMSNorm/Geglu/Add/Rope/HeadGate: width
@@ -43,6 +48,13 @@ struct KernelSpec {
   int64_t window = 0; // Attention: 0 for a full layer
   int64_t slots = 0;  // Attention: cache slots
   bool ring = false;  // Attention: ring cache
+  // Binary / Unary: the operation (Pow: `parameter` is the exponent). A
+  // Binary operand of width 1 broadcasts along the features; one without
+  // rows (a weight or constant) along the tokens.
+  ElementwiseOp op = ElementwiseOp::Add;
+  double parameter = 0.0;
+  int64_t lhsWidth = 0, rhsWidth = 0;
+  bool lhsRows = true, rhsRows = true;
 
   /// A unique, C-identifier-safe name, e.g. "linear_k2048_n3072_bf16_decode".
   std::string name() const;
@@ -57,7 +69,7 @@ struct KernelAlgorithm {
   std::vector<Halide::Argument> arguments;
   // Intermediate stages, by role (empty Funcs when a kind has none).
   Halide::Func sumSquares;             // RMSNorm
-  Halide::Func accumulator;            // Linear: the dot products
+  Halide::Func accumulator; // Linear: the dot products; Mean: the sum
   Halide::Func scores, maxScore, denominator, keys, values, weights,
       accumulated, keyPositions; // Attention
   Halide::RDom reduction;      // the main reduction of the kind

@@ -13,6 +13,9 @@ struct ImportOptions {
   /// Positions a build can hold; sizes the caches (never
   /// max_position_embeddings).
   int64_t maxContext = 4096;
+  /// Emit RMSNorm and GEGLU decomposed (pow/mean/add/rsqrt/mul, gelu and
+  /// mul), the way a generic exporter writes them, instead of fused.
+  bool decomposed = false;
 };
 
 /// Builds the module of one decoder step of `checkpoint`: a `spark.weight`
