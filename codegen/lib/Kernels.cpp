@@ -45,7 +45,8 @@ std::string KernelSpec::name() const {
        << phaseSuffix();
     break;
   case KernelKind::Rope:
-    os << "rope_h" << heads << "_hd" << headDim << "_rd" << rotaryDim;
+    os << "rope_h" << heads << "_hd" << headDim << "_rd" << rotaryDim << "_p"
+       << out << "_b" << block;
     break;
   case KernelKind::Attention:
     os << "attention_" << (window ? "sliding_w" + std::to_string(window) : "full")
@@ -150,28 +151,36 @@ void buildLinear(KernelAlgorithm &k) {
 void buildRope(KernelAlgorithm &k) {
   const KernelSpec &s = k.spec;
   const int width = int(s.heads * s.headDim), hd = int(s.headDim),
-            half = int(s.rotaryDim / 2), positions = int(s.out);
+            half = int(s.rotaryDim / 2), positions = int(s.out),
+            block = int(s.block), coarseRows = (positions + block - 1) / block;
   ImageParam x(Float(32), 2, "x");
-  ImageParam cosTable(Float(32), 2, "cos_table");
-  ImageParam sinTable(Float(32), 2, "sin_table");
+  ImageParam coarseCos(Float(32), 2, "coarse_cos"),
+      coarseSin(Float(32), 2, "coarse_sin"), fineCos(Float(32), 2, "fine_cos"),
+      fineSin(Float(32), 2, "fine_sin");
   Param<int> pos0("pos0");
   Var c = k.x, t = k.y;
   Expr i = c % hd;
   Expr p = clamp(pos0 + t, 0, positions - 1);
   Expr pair = clamp(i % half, 0, half - 1);
-  Expr cs = cosTable(pair, p), sn = sinTable(pair, p);
+  // cos/sin(a + b) from the coarse angle a = (p / B) B f and the fine b = (p % B) f.
+  Expr cc = coarseCos(pair, p / block), cs = coarseSin(pair, p / block);
+  Expr fc = fineCos(pair, p % block), fs = fineSin(pair, p % block);
+  Expr cosine = cc * fc - cs * fs, sine = cs * fc + cc * fs;
   Expr up = x(clamp(c + half, 0, width - 1), t);
   Expr down = x(clamp(c - half, 0, width - 1), t);
   Func out("rope");
-  out(c, t) = select(i < half, x(c, t) * cs - up * sn,
-                     i < 2 * half, x(c, t) * cs + down * sn, x(c, t));
+  out(c, t) = select(i < half, x(c, t) * cosine - up * sine,
+                     i < 2 * half, x(c, t) * cosine + down * sine, x(c, t));
   x.dim(0).set_bounds(0, width);
-  cosTable.dim(0).set_bounds(0, half);
-  cosTable.dim(1).set_bounds(0, positions).set_stride(half);
-  sinTable.dim(0).set_bounds(0, half);
-  sinTable.dim(1).set_bounds(0, positions).set_stride(half);
+  for (auto [table, rows] : {std::pair{&coarseCos, coarseRows},
+                             {&coarseSin, coarseRows},
+                             {&fineCos, block},
+                             {&fineSin, block}}) {
+    table->dim(0).set_bounds(0, half);
+    table->dim(1).set_bounds(0, rows).set_stride(half);
+  }
   k.output = out;
-  k.arguments = {x, cosTable, sinTable, pos0};
+  k.arguments = {x, coarseCos, coarseSin, fineCos, fineSin, pos0};
 }
 
 void buildAttention(KernelAlgorithm &k) {

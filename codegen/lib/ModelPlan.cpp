@@ -9,6 +9,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -71,7 +72,7 @@ private:
   int kernel(const KernelSpec &spec);
   int weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
                    llvm::Error &err);
-  int ropeTable(double theta, int64_t rotaryDim, bool cosine);
+  std::array<int, 4> ropeTables(RopeTableOp table);
   int constantTensor(ConstantOp constant);
   int64_t newValue(Value v, int64_t features);
   View activation(Value v, std::vector<int64_t> innerExtents = {});
@@ -132,30 +133,45 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
   return index;
 }
 
-int Planner::ropeTable(double theta, int64_t rotaryDim, bool cosine) {
-  std::string name = llvm::formatv("rope.theta{0}.rd{1}.{2}", theta, rotaryDim,
-                                   cosine ? "cos" : "sin")
-                         .str();
-  auto it = tensorIndex.find(name);
-  if (it != tensorIndex.end())
-    return it->second;
+std::array<int, 4> Planner::ropeTables(RopeTableOp table) {
+  std::array<int, 4> indices;
+  const double theta = table.getTheta().convertToDouble();
+  const int64_t rotary = table.getRotaryDim(), half = rotary / 2,
+                block = table.getBlock(),
+                coarseRows = (table.getPositions() + block - 1) / block;
   // Angles in double precision: p * theta^(-2i/rd) reaches ~1e5 rad at long
   // contexts, where f32 arithmetic would lose the phase.
-  PackTensor tensor;
-  tensor.name = name;
-  tensor.layout = 1; // SPARK_LAYOUT_TABLE
-  const int64_t half = rotaryDim / 2, positions = options.maxContext;
-  tensor.shape = {positions, half};
-  tensor.values.resize(positions * half);
-  for (int64_t p = 0; p < positions; ++p)
-    for (int64_t i = 0; i < half; ++i) {
-      double angle = double(p) * std::pow(theta, -2.0 * double(i) / rotaryDim);
-      tensor.values[p * half + i] = float(cosine ? std::cos(angle) : std::sin(angle));
+  const struct {
+    const char *suffix;
+    int64_t rows, step;
+    bool cosine;
+  } parts[] = {{"coarse_cos", coarseRows, block, true},
+               {"coarse_sin", coarseRows, block, false},
+               {"fine_cos", block, 1, true},
+               {"fine_sin", block, 1, false}};
+  for (int part = 0; part < 4; ++part) {
+    std::string name = (table.getSymName() + "." + parts[part].suffix).str();
+    auto it = tensorIndex.find(name);
+    if (it != tensorIndex.end()) {
+      indices[part] = it->second;
+      continue;
     }
-  int index = int(plan.tensors.size());
-  plan.tensors.push_back(std::move(tensor));
-  tensorIndex[name] = index;
-  return index;
+    PackTensor tensor;
+    tensor.name = name;
+    tensor.layout = 1; // SPARK_LAYOUT_TABLE
+    tensor.shape = {parts[part].rows, half};
+    for (int64_t r = 0; r < parts[part].rows; ++r)
+      for (int64_t i = 0; i < half; ++i) {
+        double angle = double(r * parts[part].step) *
+                       std::pow(theta, -2.0 * double(i) / double(rotary));
+        tensor.values.push_back(
+            float(parts[part].cosine ? std::cos(angle) : std::sin(angle)));
+      }
+    indices[part] = int(plan.tensors.size());
+    tensorIndex[name] = indices[part];
+    plan.tensors.push_back(std::move(tensor));
+  }
+  return indices;
 }
 
 int Planner::constantTensor(ConstantOp constant) {
@@ -332,18 +348,29 @@ llvm::Error Planner::lower(Operation *op) {
     }
     return llvm::Error::success(); // a view, no step
   } else if (auto rope = dyn_cast<RopeOp>(op)) {
+    RopeTableOp table;
+    if (rope.getTableAttr())
+      table = SymbolTable::lookupNearestSymbolFrom<RopeTableOp>(
+          op, rope.getTableAttr());
+    if (!table)
+      return error(op, "spark.rope has no table (run spark-rope-tables)");
+    if (int64_t(table.getPositions()) < options.maxContext)
+      return error(op, llvm::formatv("RoPE table {0} covers {1} positions, "
+                                     "the build holds {2}",
+                                     table.getSymName(), table.getPositions(),
+                                     options.maxContext));
     KernelSpec spec;
     spec.kind = KernelKind::Rope;
     spec.heads = rope.getNumHeads();
     spec.headDim = rope.getHeadDim();
     spec.rotaryDim = rope.getRotaryDim();
-    spec.out = options.maxContext;
-    double theta = rope.getTheta().convertToDouble();
+    spec.out = table.getPositions();
+    spec.block = table.getBlock();
     step.kernel = kernel(spec);
-    step.args = {input(rope.getInput()),
-                 viewArg(weightView(ropeTable(theta, spec.rotaryDim, true))),
-                 viewArg(weightView(ropeTable(theta, spec.rotaryDim, false))),
-                 scalarArg("pos0")};
+    step.args = {input(rope.getInput())};
+    for (int tensor : ropeTables(table))
+      step.args.push_back(viewArg(weightView(tensor)));
+    step.args.push_back(scalarArg("pos0"));
     step.args.push_back(output(rope.getResult()));
   } else if (auto attn = dyn_cast<AttentionOp>(op)) {
     int kc, vc;

@@ -203,6 +203,35 @@ LogicalResult RopeOp::verify() {
   return verifyTokenCount(*this, getPositions(), getInput());
 }
 
+LogicalResult RopeOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (!getTableAttr())
+    return success();
+  auto table = symbols.lookupNearestSymbolFrom<RopeTableOp>(*this, getTableAttr());
+  if (!table)
+    return emitOpError() << "table " << getTableAttr()
+                         << " does not name a spark.rope_table";
+  if (table.getRotaryDim() != getRotaryDim() ||
+      table.getTheta() != getTheta())
+    return emitOpError() << "table " << getTableAttr() << " has theta "
+                         << table.getTheta().convertToDouble()
+                         << " and rotary_dim " << table.getRotaryDim()
+                         << ", the op needs theta "
+                         << getTheta().convertToDouble() << " and rotary_dim "
+                         << getRotaryDim();
+  return success();
+}
+
+LogicalResult RopeTableOp::verify() {
+  if (getRotaryDim() <= 0 || getRotaryDim() % 2 != 0)
+    return emitOpError() << "rotary_dim must be positive and even, got "
+                         << getRotaryDim();
+  if (getPositions() <= 0 || getBlock() <= 0)
+    return emitOpError() << "positions and block must be positive";
+  if (!(getTheta().convertToDouble() > 0.0))
+    return emitOpError() << "theta must be positive";
+  return success();
+}
+
 LogicalResult KVWriteOp::verify() {
   ArrayRef<int64_t> cache = shapeOf(getCache());
   if (failed(verifyFeatureWidth(*this, getValues(), cache[1] * cache[2],

@@ -183,7 +183,8 @@ OwningOpRef<ModuleOp> ModuleBuilder::build() {
           builder.getI64IntegerAttr(heads),
           builder.getI64IntegerAttr(config.headDim),
           builder.getI64IntegerAttr(config.rotaryDim(type)),
-          builder.getF64FloatAttr(config.rope(type).theta));
+          builder.getF64FloatAttr(config.rope(type).theta),
+          FlatSymbolRefAttr());
     };
     qv = rope(qv, config.numHeads);
     kv_ = rope(kv_, config.numKVHeads);

@@ -142,6 +142,9 @@ mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module)
   spark::SparkKVLayoutOptions layout;
   layout.maxContext = maxContext;
   pm.addPass(spark::createSparkKVLayout(layout));
+  spark::SparkRopeTablesOptions tables;
+  tables.maxContext = maxContext;
+  pm.addPass(spark::createSparkRopeTables(tables));
   return pm.run(module);
 }
 

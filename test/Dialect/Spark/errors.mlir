@@ -501,3 +501,35 @@ func.func @f(%x: tensor<?x16xi8>) -> tensor<?x8xf32> {
   %d = spark.dequantize %x {scale = 0.5 : f64, zero_point = 0 : i64} : tensor<?x16xi8> -> tensor<?x8xf32>
   return %d : tensor<?x8xf32>
 }
+
+// -----
+
+spark.rope_table @t {theta = 1.0e4 : f64, rotary_dim = 8 : i64, positions = 64 : i64, block = 8 : i64}
+func.func @f(%x: tensor<?x32xf32>, %p: tensor<?xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{table @t has theta 1.000000e+04 and rotary_dim 8, the op needs theta 1.000000e+04 and rotary_dim 4}}
+  %y = spark.rope %x, %p {num_heads = 4 : i64, head_dim = 8 : i64, rotary_dim = 4 : i64, theta = 1.0e4 : f64, table = @t} : tensor<?x32xf32>, tensor<?xi32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<?x32xf32>, %p: tensor<?xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{table @missing does not name a spark.rope_table}}
+  %y = spark.rope %x, %p {num_heads = 4 : i64, head_dim = 8 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, table = @missing} : tensor<?x32xf32>, tensor<?xi32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+// expected-error @+1 {{rotary_dim must be positive and even, got 7}}
+spark.rope_table @t {theta = 1.0e4 : f64, rotary_dim = 7 : i64, positions = 64 : i64, block = 8 : i64}
+
+// -----
+
+// expected-error @+1 {{positions and block must be positive}}
+spark.rope_table @t {theta = 1.0e4 : f64, rotary_dim = 8 : i64, positions = 64 : i64, block = 0 : i64}
+
+// -----
+
+// expected-error @+1 {{theta must be positive}}
+spark.rope_table @t {theta = 0.0 : f64, rotary_dim = 8 : i64, positions = 64 : i64, block = 8 : i64}

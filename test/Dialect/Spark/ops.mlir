@@ -158,3 +158,13 @@ func.func @qdq(%x: tensor<?x16xf32>) -> tensor<?x16xf32> {
   %u = spark.quantize %d {scale = 0.1 : f64, zero_point = 128 : i64} : tensor<?x16xf32> -> tensor<?x16xui8>
   return %d : tensor<?x16xf32>
 }
+
+// CHECK: spark.rope_table @rope_t {block = 8 : i64, positions = 64 : i64, rotary_dim = 8 : i64, theta = 1.000000e+04 : f64}
+spark.rope_table @rope_t {theta = 1.0e4 : f64, rotary_dim = 8 : i64, positions = 64 : i64, block = 8 : i64}
+
+// CHECK-LABEL: func @rope_with_table
+func.func @rope_with_table(%x: tensor<?x32xf32>, %pos: tensor<?xi32>) -> tensor<?x32xf32> {
+  // CHECK: spark.rope %{{.+}}, %{{.+}} {head_dim = 8 : i64, num_heads = 4 : i64, rotary_dim = 8 : i64, table = @rope_t, theta = 1.000000e+04 : f64}
+  %y = spark.rope %x, %pos {num_heads = 4 : i64, head_dim = 8 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, table = @rope_t} : tensor<?x32xf32>, tensor<?xi32>
+  return %y : tensor<?x32xf32>
+}

@@ -22,7 +22,8 @@ enum class KernelKind {
   Embed,     // (ids i32[n], table T[d, V]) -> f32[d, n]
   RMSNorm,   // (x f32[d, n], w f32[d]) -> f32[d, n]
   Linear,    // (x f32[K, n], w T[K, N]) -> f32[N, n]; prefill: n % 4 == 0
-  Rope,      // (x f32[H*hd, n], cos f32[rd/2, P], sin f32[rd/2, P], pos0)
+  Rope,      // (x f32[H*hd, n], coarse cos/sin f32[rd/2, P/B], fine cos/sin
+             //  f32[rd/2, B], pos0): angle = coarse + fine (B = block)
   Attention, // (q, k, v, kcache T[hd, KV, S], vcache, pos0, cached) -> f32[H*hd, n]
   HeadGate,  // (o f32[H*hd, n], g f32[H, n]) -> f32[H*hd, n]
   Geglu,     // (gate f32[I, n], up f32[I, n]) -> f32[I, n]
@@ -47,6 +48,7 @@ struct KernelSpec {
   int64_t heads = 0, kvHeads = 0, headDim = 0, rotaryDim = 0;
   int64_t window = 0; // Attention: 0 for a full layer
   int64_t slots = 0;  // Attention: cache slots
+  int64_t block = 0;  // Rope: positions per coarse table row
   bool ring = false;  // Attention: ring cache
   // Binary / Unary: the operation (Pow: `parameter` is the exponent). A
   // Binary operand of width 1 broadcasts along the features; one without

@@ -196,16 +196,40 @@ def Spark_SplitOp : Spark_Op<"split", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Spark_RopeOp : Spark_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
+def Spark_RopeTableOp : Spark_Op<"rope_table", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "declares a precomputed RoPE cos/sin table";
+  let description = [{
+    cos and sin of position * theta^(-2i/rotary_dim) for positions
+    0 .. positions - 1, computed at compile time in double precision and
+    stored in two levels: a coarse table every `block` positions and a fine
+    table for offsets 0 .. block - 1, combined by the angle-addition formulas.
+    That keeps a table for a long context small (for 2048 positions of 128
+    pairs: 96 rows instead of 2048).
+
+    ```mlir
+    spark.rope_table @rope_theta10000_rd256 {theta = 1.0e4 : f64, rotary_dim = 256 : i64, positions = 2048 : i64, block = 64 : i64}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, F64Attr:$theta,
+                       I64Attr:$rotary_dim, I64Attr:$positions,
+                       I64Attr:$block);
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+}
+
+def Spark_RopeOp : Spark_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "rotary position embedding, NeoX (rotate-half) style";
   let description = [{
     Rotates the first `rotary_dim` dims of each of `num_heads` heads of
     `head_dim` by the angle position * theta^(-2i/rotary_dim); the remaining
-    dims pass through.
+    dims pass through. `table`, once spark-rope-tables ran, names the
+    `spark.rope_table` the op reads.
   }];
   let arguments = (ins Spark_Activation:$input, Spark_Tokens:$positions,
                        I64Attr:$num_heads, I64Attr:$head_dim,
-                       I64Attr:$rotary_dim, F64Attr:$theta);
+                       I64Attr:$rotary_dim, F64Attr:$theta,
+                       OptionalAttr<FlatSymbolRefAttr>:$table);
   let results = (outs Spark_Activation:$result);
   let assemblyFormat = "$input `,` $positions attr-dict `:` type($input) `,` "
                        "type($positions)";

@@ -68,4 +68,29 @@ def SparkKVLayout : Pass<"spark-kv-layout", "mlir::ModuleOp"> {
   let dependentDialects = ["spark::SparkDialect"];
 }
 
+def SparkRopeTables : Pass<"spark-rope-tables", "mlir::ModuleOp"> {
+  let summary = "One RoPE table per (theta, rotary dims), sized by the build";
+  let description = [{
+    Declares a `spark.rope_table` for every distinct (theta, rotary_dim) of
+    the module's `spark.rope` ops (one per layer type in Spark-X2.5: the
+    partial rotary factor is honoured through rotary_dim) with `max-context`
+    positions, never `max_position_embeddings`, and points each rope at it.
+
+    ```mlir
+    %q = spark.rope %x, %pos {..., rotary_dim = 64 : i64, theta = 5.0e6 : f64}
+    // becomes
+    spark.rope_table @rope_theta5000000_rd64 {block = 64 : i64, positions = 2048 : i64, ...}
+    %q = spark.rope %x, %pos {..., table = @rope_theta5000000_rd64}
+    ```
+  }];
+  let options = [
+    Option<"maxContext", "max-context", "int64_t", /*default=*/"4096",
+           "Positions the tables cover">,
+    Option<"block", "block", "int64_t", /*default=*/"0",
+           "Positions per coarse-table row, which is also the fine table's "
+           "rows (0: ceil(sqrt(max-context)), the smallest tables)">
+  ];
+  let dependentDialects = ["spark::SparkDialect"];
+}
+
 #endif // SPARK_PASSES_PASSES_TD
