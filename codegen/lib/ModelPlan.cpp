@@ -77,9 +77,7 @@ private:
   int64_t newValue(Value v, int64_t features);
   View activation(Value v, std::vector<int64_t> innerExtents = {});
   View weightView(int tensor);
-  void use(Value v);
   llvm::Error cacheOf(Operation *op, Value cache, int &index);
-  void assignArena();
 
   const Checkpoint &ckpt;
   const BuildOptions &options;
@@ -187,20 +185,14 @@ int Planner::constantTensor(ConstantOp constant) {
 }
 
 int64_t Planner::newValue(Value v, int64_t features) {
+  // spark-plan-memory placed every value (its offset is in bytes).
   ArenaValue value;
-  // Three spare rows: prefill matrix kernels work on multiples of 4 rows.
-  value.floats = (options.maxChunk + 3) * ((features + 15) / 16 * 16);
-  value.firstStep = value.lastStep = currentStep();
+  auto offset = v.getDefiningOp()->getAttrOfType<IntegerAttr>("spark.arena_offset");
+  value.offset = offset ? offset.getInt() / 4 : -1;
   int64_t id = int64_t(plan.arena.size());
   plan.arena.push_back(value);
   storage[v] = {Storage::Kind::Arena, id, 0, features};
   return id;
-}
-
-void Planner::use(Value v) {
-  auto it = storage.find(v);
-  if (it != storage.end() && it->second.kind == Storage::Kind::Arena)
-    plan.arena[it->second.index].lastStep = currentStep();
 }
 
 View Planner::activation(Value v, std::vector<int64_t> inner) {
@@ -276,7 +268,6 @@ llvm::Error Planner::lower(Operation *op) {
     const Storage &s = storage.lookup(v);
     if (s.kind == Storage::Kind::Weight)
       return viewArg(weightView(int(s.index)));
-    use(v);
     return viewArg(activation(v, std::move(inner)));
   };
 
@@ -337,7 +328,6 @@ llvm::Error Planner::lower(Operation *op) {
       step.args.push_back(output(result));
     }
   } else if (auto split = dyn_cast<SplitOp>(op)) {
-    use(split.getInput());
     Storage parent = storage.lookup(split.getInput());
     int64_t column = parent.column;
     for (auto [result, size] : llvm::zip(split.getResults(), split.getSizes())) {
@@ -413,7 +403,6 @@ llvm::Error Planner::lower(Operation *op) {
       return e;
     step.kind = Step::Kind::CacheWrite;
     step.cache = cache;
-    use(write.getValues());
     step.source = activation(write.getValues());
     step.width = width(write.getValues());
     storage[write.getResult()] = storage.lookup(write.getCache());
@@ -489,34 +478,6 @@ llvm::Error Planner::lower(Operation *op) {
   return llvm::Error::success();
 }
 
-/// First-fit placement of arena values whose step ranges overlap.
-void Planner::assignArena() {
-  std::vector<int> order(plan.arena.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    order[i] = int(i);
-  std::vector<int> placed;
-  for (int id : order) {
-    ArenaValue &v = plan.arena[id];
-    int64_t offset = 0;
-    bool moved = true;
-    while (moved) {
-      moved = false;
-      for (int other : placed) {
-        const ArenaValue &o = plan.arena[other];
-        bool liveTogether = o.firstStep <= v.lastStep && v.firstStep <= o.lastStep;
-        bool overlaps = offset < o.offset + o.floats && o.offset < offset + v.floats;
-        if (liveTogether && overlaps) {
-          offset = o.offset + o.floats;
-          moved = true;
-        }
-      }
-    }
-    v.offset = offset;
-    plan.arenaFloats = std::max(plan.arenaFloats, offset + v.floats);
-    placed.push_back(id);
-  }
-}
-
 llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
   auto step = module.lookupSymbol<func::FuncOp>("step");
   if (!step)
@@ -552,10 +513,25 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
     storage[arg] = {Storage::Kind::Cache, int64_t(plan.caches.size()), 0, 0};
     plan.caches.push_back(cache);
   }
+  auto arena = module->getAttrOfType<DictionaryAttr>("spark.arena");
+  auto arenaBytes = arena ? arena.getAs<IntegerAttr>("bytes") : IntegerAttr();
+  auto arenaRows = arena ? arena.getAs<IntegerAttr>("rows") : IntegerAttr();
+  if (!arenaBytes || !arenaRows)
+    return error(module, "the module has no spark.arena (run spark-plan-memory)");
+  // Prefill matrix kernels round the rows up to a multiple of 4.
+  if (arenaRows.getInt() < options.maxChunk + 3)
+    return error(module, llvm::formatv("the arena holds {0} rows per value; "
+                                       "max chunk {1} needs {2}",
+                                       arenaRows.getInt(), options.maxChunk,
+                                       options.maxChunk + 3));
+  plan.arenaFloats = arenaBytes.getInt() / 4;
   for (Operation &op : body)
     if (llvm::Error e = lower(&op))
       return e;
-  assignArena();
+  for (const ArenaValue &v : plan.arena)
+    if (v.offset < 0)
+      return error(module, "a value has no spark.arena_offset (run "
+                           "spark-plan-memory)");
 
   std::string configText =
       llvm::formatv("{0}", llvm::json::Value(plan.config.toJSON())).str();

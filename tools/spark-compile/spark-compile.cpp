@@ -145,6 +145,9 @@ mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module)
   spark::SparkRopeTablesOptions tables;
   tables.maxContext = maxContext;
   pm.addPass(spark::createSparkRopeTables(tables));
+  spark::SparkPlanMemoryOptions memory;
+  memory.maxChunk = maxChunk;
+  pm.addPass(spark::createSparkPlanMemory(memory));
   return pm.run(module);
 }
 

@@ -80,9 +80,7 @@ struct Step {
 };
 
 struct ArenaValue {
-  int64_t floats = 0; // max_chunk rows x width
-  int64_t offset = 0; // in floats, assigned by planning
-  int firstStep = 0, lastStep = 0;
+  int64_t offset = 0; // in floats, from spark-plan-memory
 };
 
 struct ModelPlan {

@@ -93,4 +93,30 @@ def SparkRopeTables : Pass<"spark-rope-tables", "mlir::ModuleOp"> {
   let dependentDialects = ["spark::SparkDialect"];
 }
 
+def SparkPlanMemory : Pass<"spark-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Place every activation in one static arena, by liveness";
+  let description = [{
+    Every value of a step function that needs scratch memory (not a split,
+    which is a view of its input; not a weight, constant, cache or the
+    logits) gets a byte offset in one arena: values live at the same time
+    never overlap, others share memory (first fit in definition order).
+    Each value holds `max-chunk + row-multiple - 1` rows (kernels that work
+    on multiples of `row-multiple` rows read and write past the last token)
+    of its features rounded up to 16 floats.
+
+    ```mlir
+    %h = spark.add %a, %b : ...   // becomes
+    %h = spark.add %a, %b {spark.arena_offset = 4352 : i64} : ...
+    // and the module gets spark.arena = {bytes = ..., rows = ...}
+    ```
+  }];
+  let options = [
+    Option<"maxChunk", "max-chunk", "int64_t", /*default=*/"64",
+           "Most tokens one step evaluates">,
+    Option<"rowMultiple", "row-multiple", "int64_t", /*default=*/"4",
+           "Row granularity of the matrix kernels">
+  ];
+  let dependentDialects = ["spark::SparkDialect"];
+}
+
 #endif // SPARK_PASSES_PASSES_TD
