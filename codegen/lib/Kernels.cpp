@@ -51,7 +51,8 @@ std::string KernelSpec::name() const {
   case KernelKind::Attention:
     os << "attention_" << (window ? "sliding_w" + std::to_string(window) : "full")
        << (ring ? "_ring" : "_linear") << slots << "_h" << heads << "_kv"
-       << kvHeads << "_hd" << headDim << "_" << typeSuffix(weightType);
+       << kvHeads << "_hd" << headDim << "_" << typeSuffix(weightType)
+       << (gated ? "_gated" : "");
     break;
   case KernelKind::HeadGate:
     os << "head_gate_h" << heads << "_hd" << headDim;
@@ -242,7 +243,13 @@ void buildAttention(KernelAlgorithm &k) {
   accumulated(d, j, t) = 0.0f;
   accumulated(d, j, t) += weights(rm, j, t) * values(d, j / group, rm);
   Func out("attention");
-  out(d, j, t) = accumulated(d, j, t) / denominator(j, t);
+  ImageParam gate(Float(32), 2, "gate");
+  Expr result = accumulated(d, j, t) / denominator(j, t);
+  if (s.gated) {
+    gate.dim(0).set_bounds(0, heads);
+    result = result / (1.0f + exp(-gate(j, t)));
+  }
+  out(d, j, t) = result;
 
   for (ImageParam *p : {&q}) {
     p->dim(0).set_bounds(0, hd);
@@ -268,7 +275,11 @@ void buildAttention(KernelAlgorithm &k) {
   k.weights = weights;
   k.accumulated = accumulated;
   k.keyPositions = keyPositions;
-  k.arguments = {q, key, value, keyCache, valueCache, pos0, cached};
+  k.arguments = {q, key, value, keyCache, valueCache};
+  if (s.gated)
+    k.arguments.push_back(gate);
+  k.arguments.push_back(pos0);
+  k.arguments.push_back(cached);
 }
 
 void buildHeadGate(KernelAlgorithm &k) {

@@ -379,6 +379,7 @@ llvm::Error Planner::lower(Operation *op) {
     spec.ring = cache.ring;
     spec.scale = attn.getScale().convertToDouble();
     spec.weightType = DType::F32;
+    spec.gated = bool(attn.getGate());
     step.kernel = kernel(spec);
     const int64_t hd = spec.headDim;
     auto cacheView = [&](int index) {
@@ -392,10 +393,12 @@ llvm::Error Planner::lower(Operation *op) {
     step.args = {input(attn.getQuery(), {hd, spec.heads}),
                  input(attn.getKey(), {hd, spec.kvHeads}),
                  input(attn.getValue(), {hd, spec.kvHeads}), cacheView(kc),
-                 cacheView(vc), scalarArg("pos0"),
-                 scalarArg(llvm::formatv("(pos0 < {0} ? pos0 : {0})",
-                                         spec.slots)
-                               .str())};
+                 cacheView(vc)};
+    if (spec.gated)
+      step.args.push_back(input(attn.getGate()));
+    step.args.push_back(scalarArg("pos0"));
+    step.args.push_back(scalarArg(
+        llvm::formatv("(pos0 < {0} ? pos0 : {0})", spec.slots).str()));
     step.args.push_back(output(attn.getResult(), {hd, spec.heads}));
   } else if (auto write = dyn_cast<KVWriteOp>(op)) {
     int cache;

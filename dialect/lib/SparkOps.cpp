@@ -283,6 +283,11 @@ LogicalResult AttentionOp::verify() {
   for (Value v : {getKey(), getValue(), getResult()})
     if (failed(verifyRowsAgree(*this, getQuery(), v, "query and key/value")))
       return failure();
+  if (Value gate = getGate()) {
+    if (failed(verifyFeatureWidth(*this, gate, heads, "gate")) ||
+        failed(verifyRowsAgree(*this, getQuery(), gate, "query and gate")))
+      return failure();
+  }
   return verifyTokenCount(*this, getPositions(), getQuery());
 }
 

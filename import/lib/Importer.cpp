@@ -192,6 +192,7 @@ OwningOpRef<ModuleOp> ModuleBuilder::build() {
     auto linearLayout = CacheLayoutAttr::get(&context, CacheLayout::Linear);
     Value attn = AttentionOp::create(
         builder, loc, activation(q), qv, kv_, vv, kCache, vCache, positions,
+        /*gate=*/Value(),
         AttentionKindAttr::get(&context, sliding ? AttentionKind::Sliding
                                                  : AttentionKind::Full),
         linearLayout, builder.getI64IntegerAttr(config.numHeads),

@@ -84,7 +84,8 @@ cl::opt<ImportForm> importForm(
 
 cl::opt<bool> noFusion(
     "no-fusion",
-    cl::desc("Skip the fusion passes (spark-fuse-rms-norm, spark-fuse-geglu)"),
+    cl::desc("Skip the fusion passes (spark-fuse-rms-norm, spark-fuse-geglu, "
+             "spark-fuse-head-gate)"),
     cl::init(false), cl::cat(category));
 
 cl::opt<bool> quiet("quiet", cl::desc("No progress output"), cl::init(false),
@@ -138,6 +139,7 @@ mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module)
   if (!noFusion) {
     pm.addPass(spark::createSparkFuseRMSNorm());
     pm.addPass(spark::createSparkFuseGeglu());
+    pm.addPass(spark::createSparkFuseHeadGate());
   }
   spark::SparkKVLayoutOptions layout;
   layout.maxContext = maxContext;

@@ -533,3 +533,19 @@ spark.rope_table @t {theta = 1.0e4 : f64, rotary_dim = 8 : i64, positions = 64 :
 
 // expected-error @+1 {{theta must be positive}}
 spark.rope_table @t {theta = 0.0 : f64, rotary_dim = 8 : i64, positions = 64 : i64, block = 8 : i64}
+
+// -----
+
+func.func @f(%q: tensor<?x32xf32>, %k: tensor<?x16xf32>, %c: tensor<64x2x8xf32>, %p: tensor<?xi32>, %g: tensor<?x8xf32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{gate has 8 features, expected 4}}
+  %0 = spark.attention full linear %q, %k, %k, %c, %c, %p gate %g {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 8 : i64, scale = 0.5 : f64} : (tensor<?x32xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<64x2x8xf32>, tensor<64x2x8xf32>, tensor<?xi32>, tensor<?x8xf32>) -> tensor<?x32xf32>
+  return %0 : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @f(%q: tensor<3x32xf32>, %k: tensor<3x16xf32>, %c: tensor<64x2x8xf32>, %p: tensor<3xi32>, %g: tensor<2x4xf32>) -> tensor<3x32xf32> {
+  // expected-error @+1 {{query and gate disagree in dimension 0}}
+  %0 = spark.attention full linear %q, %k, %k, %c, %c, %p gate %g {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 8 : i64, scale = 0.5 : f64} : (tensor<3x32xf32>, tensor<3x16xf32>, tensor<3x16xf32>, tensor<64x2x8xf32>, tensor<64x2x8xf32>, tensor<3xi32>, tensor<2x4xf32>) -> tensor<3x32xf32>
+  return %0 : tensor<3x32xf32>
+}

@@ -168,3 +168,10 @@ func.func @rope_with_table(%x: tensor<?x32xf32>, %pos: tensor<?xi32>) -> tensor<
   %y = spark.rope %x, %pos {num_heads = 4 : i64, head_dim = 8 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, table = @rope_t} : tensor<?x32xf32>, tensor<?xi32>
   return %y : tensor<?x32xf32>
 }
+
+// CHECK-LABEL: func @gated_attention
+func.func @gated_attention(%q: tensor<?x32xf32>, %k: tensor<?x16xf32>, %c: tensor<64x2x8xf32>, %pos: tensor<?xi32>, %g: tensor<?x4xf32>) -> tensor<?x32xf32> {
+  // CHECK: spark.attention full linear %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} gate %{{.+}} {head_dim = 8 : i64
+  %a = spark.attention full linear %q, %k, %k, %c, %c, %pos gate %g {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 8 : i64, scale = 0.5 : f64} : (tensor<?x32xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<64x2x8xf32>, tensor<64x2x8xf32>, tensor<?xi32>, tensor<?x4xf32>) -> tensor<?x32xf32>
+  return %a : tensor<?x32xf32>
+}

@@ -24,7 +24,8 @@ enum class KernelKind {
   Linear,    // (x f32[K, n], w T[K, N]) -> f32[N, n]; prefill: n % 4 == 0
   Rope,      // (x f32[H*hd, n], coarse cos/sin f32[rd/2, P/B], fine cos/sin
              //  f32[rd/2, B], pos0): angle = coarse + fine (B = block)
-  Attention, // (q, k, v, kcache T[hd, KV, S], vcache, pos0, cached) -> f32[H*hd, n]
+  Attention, // (q, k, v, kcache T[hd, KV, S], vcache, [gate f32[H, n]], pos0,
+             //  cached) -> f32[H*hd, n]
   HeadGate,  // (o f32[H*hd, n], g f32[H, n]) -> f32[H*hd, n]
   Geglu,     // (gate f32[I, n], up f32[I, n]) -> f32[I, n]
   // Decomposed graphs (what the fusion passes remove):
@@ -50,6 +51,7 @@ struct KernelSpec {
   int64_t slots = 0;  // Attention: cache slots
   int64_t block = 0;  // Rope: positions per coarse table row
   bool ring = false;  // Attention: ring cache
+  bool gated = false; // Attention: sigmoid head gate in the epilogue
   // Binary / Unary: the operation (Pow: `parameter` is the exponent). A
   // Binary operand of width 1 broadcasts along the features; one without
   // rows (a weight or constant) along the tokens.

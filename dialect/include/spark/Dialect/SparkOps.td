@@ -260,11 +260,15 @@ def Spark_AttentionOp : Spark_Op<"attention", [Pure]> {
     positions before the chunk and the chunk's own keys up to and including
     n; a `sliding` layer sees only positions p - window < m <= p. Scores are
     scaled by `scale`. The cache holds positions before positions[0]; with
-    `ring` layout, slot s holds the latest position congruent to s.
+    `ring` layout, slot s holds the latest position congruent to s. With a
+    `gate` operand ([tokens, num_heads], spark-fuse-head-gate puts it
+    there), head j of the output is scaled by sigmoid(gate[:, j]) in the
+    epilogue.
   }];
   let arguments = (ins Spark_Activation:$query, Spark_Activation:$key,
                        Spark_Activation:$value, Spark_Cache:$key_cache,
                        Spark_Cache:$value_cache, Spark_Tokens:$positions,
+                       Optional<Spark_Activation>:$gate,
                        Spark_AttentionKindAttr:$kind,
                        Spark_CacheLayoutAttr:$layout,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
@@ -273,7 +277,7 @@ def Spark_AttentionOp : Spark_Op<"attention", [Pure]> {
   let results = (outs Spark_Activation:$result);
   let assemblyFormat = [{
     $kind $layout $query `,` $key `,` $value `,` $key_cache `,` $value_cache `,`
-    $positions attr-dict `:` functional-type(operands, results)
+    $positions (`gate` $gate^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

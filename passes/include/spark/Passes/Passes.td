@@ -46,6 +46,26 @@ def SparkFuseGeglu : Pass<"spark-fuse-geglu", "mlir::ModuleOp"> {
   let dependentDialects = ["spark::SparkDialect"];
 }
 
+def SparkFuseHeadGate : Pass<"spark-fuse-head-gate", "mlir::ModuleOp"> {
+  let summary = "Fold the head-wise sigmoid gate into the attention epilogue";
+  let description = [{
+    `spark.head_gate(spark.attention(...), %g)` becomes one
+    `spark.attention ... gate %g`: each head's output is scaled by
+    sigmoid(g) as it is written, instead of in a second pass over the
+    attention output. The gate's producer moves before the attention when
+    its operands allow it; an attention with other users, or a gate that
+    cannot move, is left alone.
+
+    ```mlir
+    %o = spark.attention sliding ring %q, %k, %v, %kc, %vc, %pos {...}
+    %y = spark.head_gate %o, %g {num_heads = 8 : i64}
+    // becomes
+    %y = spark.attention sliding ring %q, %k, %v, %kc, %vc, %pos gate %g {...}
+    ```
+  }];
+  let dependentDialects = ["spark::SparkDialect"];
+}
+
 def SparkKVLayout : Pass<"spark-kv-layout", "mlir::ModuleOp"> {
   let summary = "Give every layer's cache its layout and size";
   let description = [{
