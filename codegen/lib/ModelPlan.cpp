@@ -31,6 +31,17 @@ int64_t PackTensor::elements() const {
   return n;
 }
 
+float PackTensor::element(int64_t i) const {
+  if (source)
+    return source->element(i);
+  for (const TensorView *part : parts) {
+    if (i < part->numElements())
+      return part->element(i);
+    i -= part->numElements();
+  }
+  return values[i];
+}
+
 uint64_t PackTensor::bytes() const {
   return uint64_t(elements()) * dtypeSize(dtype);
 }
@@ -103,28 +114,46 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
   if (it != tensorIndex.end())
     return it->second;
   auto weight = SymbolTable::lookupNearestSymbolFrom<WeightOp>(op, symbol);
-  const TensorView *source = nullptr;
-  for (const TensorView *t :
-       {&ckpt.embedding(), &ckpt.finalNorm(), &ckpt.outputHead()})
-    if (t->name == symbol.getValue())
-      source = t;
-  for (const LayerTensors &layer : ckpt.layers())
+  auto checkpointTensor = [&](StringRef name) -> const TensorView * {
     for (const TensorView *t :
-         {layer.inputNorm, layer.qkv, layer.q, layer.k, layer.v, layer.attnGate,
-          layer.out, layer.postNorm, layer.gateUp, layer.gate, layer.up,
-          layer.down})
-      if (t && t->name == symbol.getValue())
-        source = t;
-  if (!weight || !source) {
-    err = error(op, "weight " + symbol.getValue() +
-                        " is not a tensor of the checkpoint");
-    return -1;
-  }
+         {&ckpt.embedding(), &ckpt.finalNorm(), &ckpt.outputHead()})
+      if (t->name == name)
+        return t;
+    for (const LayerTensors &layer : ckpt.layers())
+      for (const TensorView *t :
+           {layer.inputNorm, layer.qkv, layer.q, layer.k, layer.v,
+            layer.attnGate, layer.out, layer.postNorm, layer.gateUp,
+            layer.gate, layer.up, layer.down})
+        if (t && t->name == name)
+          return t;
+    return nullptr;
+  };
   PackTensor tensor;
   tensor.name = symbol.getValue().str();
   tensor.dtype = dtype;
-  tensor.shape = source->shape;
-  tensor.source = source;
+  if (weight && weight.getPartsAttr()) {
+    // A stacked weight (spark-fuse-projections): its parts, row after row.
+    for (Attribute part : weight.getPartsAttr()) {
+      StringRef name = cast<FlatSymbolRefAttr>(part).getValue();
+      const TensorView *t = checkpointTensor(name);
+      if (!t) {
+        err = error(op, "weight part " + name + " is not a tensor of the checkpoint");
+        return -1;
+      }
+      tensor.parts.push_back(t);
+    }
+    auto shape = weight.getTensorType().getShape();
+    tensor.shape.assign(shape.begin(), shape.end());
+  } else {
+    const TensorView *source = checkpointTensor(symbol.getValue());
+    if (!weight || !source) {
+      err = error(op, "weight " + symbol.getValue() +
+                          " is not a tensor of the checkpoint");
+      return -1;
+    }
+    tensor.shape = source->shape;
+    tensor.source = source;
+  }
   int index = int(plan.tensors.size());
   plan.tensors.push_back(std::move(tensor));
   tensorIndex[symbol.getValue()] = index;

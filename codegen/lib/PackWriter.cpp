@@ -21,8 +21,7 @@ void convert(const PackTensor &t, int64_t first, int64_t count,
   const size_t size = dtypeSize(t.dtype);
   out.resize(count * size);
   for (int64_t i = 0; i < count; ++i)
-    encodeElement(t.source ? t.source->element(first + i) : t.values[first + i],
-                  t.dtype, &out[i * size]);
+    encodeElement(t.element(first + i), t.dtype, &out[i * size]);
 }
 
 } // namespace
@@ -89,9 +88,17 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
       spark_checksum_update(&checksum, chunk.data(), chunk.size());
       os.write(reinterpret_cast<const char *>(chunk.data()), chunk.size());
       offset += chunk.size();
-      // The source is a file mapping: drop what was read from our RSS.
+      // The sources are file mappings: drop what was read from our RSS.
       if (t.source)
         releaseResidentPages(*t.source, first, count);
+      int64_t partStart = 0;
+      for (const TensorView *part : t.parts) {
+        int64_t from = std::max(first, partStart),
+                to = std::min(first + count, partStart + part->numElements());
+        if (to > from)
+          releaseResidentPages(*part, from - partStart, to - from);
+        partStart += part->numElements();
+      }
     }
     e.checksum = spark_checksum_final(&checksum);
   }

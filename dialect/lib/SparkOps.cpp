@@ -103,6 +103,28 @@ LogicalResult WeightOp::verify() {
   if (!element.isF32() && !element.isF16() && !element.isBF16())
     return emitOpError() << "weight element type must be f32, f16 or bf16, got "
                          << element;
+  if (ArrayAttr parts = getPartsAttr()) {
+    // A row-wise concatenation: parts are [rows_i, cols] weights whose rows
+    // add up to ours.
+    if (type.getRank() != 2)
+      return emitOpError() << "a weight made of parts must be 2-D";
+    int64_t rows = 0;
+    for (Attribute part : parts) {
+      auto symbol = cast<FlatSymbolRefAttr>(part);
+      auto weight = SymbolTable::lookupNearestSymbolFrom<WeightOp>(*this, symbol);
+      if (!weight)
+        return emitOpError() << "part " << symbol << " does not name a spark.weight";
+      RankedTensorType partType = weight.getTensorType();
+      if (partType.getRank() != 2 || partType.getDimSize(1) != type.getDimSize(1) ||
+          partType.getElementType() != element)
+        return emitOpError() << "part " << symbol << " of type " << partType
+                             << " does not stack into " << type;
+      rows += partType.getDimSize(0);
+    }
+    if (rows != type.getDimSize(0))
+      return emitOpError() << "parts have " << rows << " rows in all, the weight "
+                           << type.getDimSize(0);
+  }
   return success();
 }
 

@@ -98,7 +98,7 @@ FlatSymbolRefAttr ModuleBuilder::weight(const TensorView *tensor) {
   WeightOp::create(weightBuilder, NameLoc::get(builder.getStringAttr(tensor->name)),
                    builder.getStringAttr(tensor->name), TypeAttr::get(type),
                    builder.getStringAttr(ckpt.relativeFile(*tensor)),
-                   QuantAttr());
+                   QuantAttr(), ArrayAttr());
   it->second = FlatSymbolRefAttr::get(&context, tensor->name);
   return it->second;
 }

@@ -85,7 +85,7 @@ cl::opt<ImportForm> importForm(
 cl::opt<bool> noFusion(
     "no-fusion",
     cl::desc("Skip the fusion passes (spark-fuse-rms-norm, spark-fuse-geglu, "
-             "spark-fuse-head-gate)"),
+             "spark-fuse-head-gate, spark-fuse-projections)"),
     cl::init(false), cl::cat(category));
 
 cl::opt<bool> quiet("quiet", cl::desc("No progress output"), cl::init(false),
@@ -140,6 +140,7 @@ mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module)
     pm.addPass(spark::createSparkFuseRMSNorm());
     pm.addPass(spark::createSparkFuseGeglu());
     pm.addPass(spark::createSparkFuseHeadGate());
+    pm.addPass(spark::createSparkFuseProjections());
   }
   spark::SparkKVLayoutOptions layout;
   layout.maxContext = maxContext;

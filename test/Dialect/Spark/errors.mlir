@@ -549,3 +549,28 @@ func.func @f(%q: tensor<3x32xf32>, %k: tensor<3x16xf32>, %c: tensor<64x2x8xf32>,
   %0 = spark.attention full linear %q, %k, %k, %c, %c, %p gate %g {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 8 : i64, scale = 0.5 : f64} : (tensor<3x32xf32>, tensor<3x16xf32>, tensor<3x16xf32>, tensor<64x2x8xf32>, tensor<64x2x8xf32>, tensor<3xi32>, tensor<2x4xf32>) -> tensor<3x32xf32>
   return %0 : tensor<3x32xf32>
 }
+
+// -----
+
+spark.weight @a : tensor<8x16xf32>
+// expected-error @+1 {{part @missing does not name a spark.weight}}
+spark.weight @ab : tensor<16x16xf32> {parts = [@a, @missing]}
+
+// -----
+
+spark.weight @a : tensor<8x16xf32>
+spark.weight @b : tensor<8x8xf32>
+// expected-error @+1 {{part @b of type 'tensor<8x8xf32>' does not stack into 'tensor<16x16xf32>'}}
+spark.weight @ab : tensor<16x16xf32> {parts = [@a, @b]}
+
+// -----
+
+spark.weight @a : tensor<8x16xf32>
+// expected-error @+1 {{parts have 16 rows in all, the weight 24}}
+spark.weight @ab : tensor<24x16xf32> {parts = [@a, @a]}
+
+// -----
+
+spark.weight @a : tensor<16xf32>
+// expected-error @+1 {{a weight made of parts must be 2-D}}
+spark.weight @ab : tensor<32xf32> {parts = [@a, @a]}

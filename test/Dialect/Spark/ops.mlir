@@ -175,3 +175,6 @@ func.func @gated_attention(%q: tensor<?x32xf32>, %k: tensor<?x16xf32>, %c: tenso
   %a = spark.attention full linear %q, %k, %k, %c, %c, %pos gate %g {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 8 : i64, scale = 0.5 : f64} : (tensor<?x32xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<64x2x8xf32>, tensor<64x2x8xf32>, tensor<?xi32>, tensor<?x4xf32>) -> tensor<?x32xf32>
   return %a : tensor<?x32xf32>
 }
+
+// CHECK: spark.weight @stacked : tensor<128x16xf32> {parts = [@head, @head]}
+spark.weight @stacked : tensor<128x16xf32> {parts = [@head, @head]}

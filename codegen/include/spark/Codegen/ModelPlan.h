@@ -35,7 +35,11 @@ struct PackTensor {
   int layout = 0; // spark_layout
   std::vector<int64_t> shape;
   const TensorView *source = nullptr; // checkpoint data, converted to dtype
+  std::vector<const TensorView *> parts; // or stacked checkpoint tensors
   std::vector<float> values;          // or values computed at compile time
+
+  /// Element i (row-major) widened to float, whichever the origin.
+  float element(int64_t i) const;
 
   int64_t elements() const;
   uint64_t bytes() const;

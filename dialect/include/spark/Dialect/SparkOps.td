@@ -102,7 +102,8 @@ def Spark_WeightOp : Spark_Op<"weight", [Symbol, HasParent<"::mlir::ModuleOp">]>
     Declares a weight by its checkpoint name, static shape and stored element
     type. `source` names the checkpoint file that holds it (relative to the
     checkpoint directory), `quant` how it is quantized once a quantization
-    pass ran. The data never appears in the IR.
+    pass ran. `parts`, set by spark-fuse-projections, makes it the row-wise
+    concatenation of other weights. The data never appears in the IR.
 
     ```mlir
     spark.weight @"model.norm.weight" : tensor<256xbf16> {source = "model.safetensors"}
@@ -111,7 +112,8 @@ def Spark_WeightOp : Spark_Op<"weight", [Symbol, HasParent<"::mlir::ModuleOp">]>
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<AnyRankedTensor>:$type,
                        OptionalAttr<StrAttr>:$source,
-                       OptionalAttr<Spark_QuantAttr>:$quant);
+                       OptionalAttr<Spark_QuantAttr>:$quant,
+                       OptionalAttr<FlatSymbolRefArrayAttr>:$parts);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{

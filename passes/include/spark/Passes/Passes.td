@@ -66,6 +66,27 @@ def SparkFuseHeadGate : Pass<"spark-fuse-head-gate", "mlir::ModuleOp"> {
   let dependentDialects = ["spark::SparkDialect"];
 }
 
+def SparkFuseProjections : Pass<"spark-fuse-projections", "mlir::ModuleOp"> {
+  let summary = "One matrix multiply for the projections of the same input";
+  let description = [{
+    `spark.linear` ops reading the same input (split q/k/v projections,
+    separate gate and up projections) become one linear over a new
+    `spark.weight` that stacks their weights (`parts`), followed by a
+    `spark.split`: the input is read once and one kernel streams all the
+    rows. The head-wise gate projection (whose result feeds a head gate) is
+    kept apart: it stays in full precision under every quantization.
+
+    ```mlir
+    %q = spark.linear %x weight @q ...   %k = spark.linear %x weight @k ...
+    // becomes
+    spark.weight @q.fused : tensor<48x16xf32> {parts = [@q, @k, @v]}
+    %qkv = spark.linear %x weight @q.fused
+    %q, %k, %v = spark.split %qkv [32, 8, 8]
+    ```
+  }];
+  let dependentDialects = ["spark::SparkDialect"];
+}
+
 def SparkKVLayout : Pass<"spark-kv-layout", "mlir::ModuleOp"> {
   let summary = "Give every layer's cache its layout and size";
   let description = [{
