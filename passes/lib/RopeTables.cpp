@@ -44,6 +44,8 @@ struct RopeTables : spark::impl::SparkRopeTablesBase<RopeTables> {
         break;
       }
     module.walk([&](RopeOp rope) {
+      if (rope.getTableAttr())
+        return; // already has its table
       double theta = rope.getTheta().convertToDouble();
       int64_t rotary = rope.getRotaryDim();
       RopeTableOp &table = tables[{theta, rotary}];
