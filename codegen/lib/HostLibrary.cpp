@@ -53,7 +53,7 @@ Error compileKernel(const KernelSpec &spec, const TargetVariant &variant,
                     const std::map<Halide::OutputFileType, std::string> &outputs) {
   std::string symbol = "spark_" + spec.name() + "_" + variant.name;
   try {
-    KernelAlgorithm kernel = buildKernel(spec);
+    KernelAlgorithm kernel = buildKernel(spec, variant.matrixTiles);
     scheduleX86(kernel, variant);
     Halide::Pipeline pipeline(kernel.output);
     pipeline.compile_to(outputs, kernel.arguments, symbol, variant.halide);
@@ -71,7 +71,9 @@ Error compileKernel(const KernelSpec &spec, const TargetVariant &variant,
 Error emitKernelText(const ModelPlan &plan, KernelText kind, StringRef scratchDir,
                      raw_ostream &os) {
   for (const KernelSpec &spec : plan.kernels)
-    for (const TargetVariant &variant : x86HostVariants()) {
+    for (const TargetVariant &variant : x86Variants(plan.options.target)) {
+      if (!compilesKernel(variant, spec))
+        continue;
       std::string file = join(scratchDir, "kernel.txt");
       Halide::OutputFileType type = kind == KernelText::HalideStatements
                                         ? Halide::OutputFileType::stmt
@@ -96,17 +98,16 @@ Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
   if (std::error_code ec = sys::fs::create_directories(objDir))
     return createStringError(ec, "%s: %s", objDir.c_str(),
                              ec.message().c_str());
-  std::vector<TargetVariant> variants = x86HostVariants();
-  std::vector<std::string> objects, names, conditions;
-  for (const TargetVariant &v : variants) {
-    names.push_back(v.name);
-    conditions.push_back(v.cpuCondition);
-  }
-
-  // Prototypes come from the steps: collect the argument list per kernel.
-  size_t total = plan.kernels.size() * variants.size(), done = 0;
+  std::vector<TargetVariant> variants = x86Variants(plan.options.target);
+  std::vector<std::string> objects;
+  size_t total = 0, done = 0;
+  for (const KernelSpec &spec : plan.kernels)
+    for (const TargetVariant &variant : variants)
+      total += compilesKernel(variant, spec);
   for (const KernelSpec &spec : plan.kernels)
     for (const TargetVariant &variant : variants) {
+      if (!compilesKernel(variant, spec))
+        continue;
       ++done;
       if (!plan.options.quiet)
         errs() << formatv("[{0}/{1}] kernel {2} ({3})\n", done, total,
@@ -129,7 +130,7 @@ Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
 
   std::string driverSource = join(objDir, "spark_model_driver.c");
   std::string driverObject = join(objDir, "spark_model_driver.o");
-  if (Error e = writeText(driverSource, emitDriverSource(plan, names, conditions)))
+  if (Error e = writeText(driverSource, emitDriverSource(plan, variants)))
     return e;
   if (!plan.options.quiet)
     errs() << "compiling the step driver\n";

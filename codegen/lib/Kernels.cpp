@@ -149,6 +149,30 @@ void buildLinear(KernelAlgorithm &k) {
   k.arguments = {x, w};
 }
 
+void buildLinearTiles(KernelAlgorithm &k) {
+  const KernelSpec &s = k.spec;
+  ImageParam x(Float(32), 2, "x");
+  ImageParam w(halideType(s.weightType), 2, "w");
+  Var pair("pair"), t("t"), kp("kp");
+  Func packed("packed_input");
+  packed(pair, t, kp) = cast<bfloat16_t>(x(2 * kp + pair, t));
+  k.reduction = RDom(0, int(s.in), "r");
+  RVar r = k.reduction.x;
+  // dot(token, row): rows of w are the A tiles, packed tokens the B tiles.
+  Func dot("tile_dot");
+  dot(k.x, k.y) = 0.0f;
+  dot(k.x, k.y) += cast<float>(w(r, k.y)) * cast<float>(packed(r % 2, k.x, r / 2));
+  Func out("linear");
+  out(k.x, k.y) = dot(k.y, k.x);
+  x.dim(0).set_bounds(0, int(s.in));
+  w.dim(0).set_bounds(0, int(s.in));
+  w.dim(1).set_bounds(0, int(s.out)).set_stride(int(s.in));
+  k.accumulator = dot;
+  k.packedInput = packed;
+  k.output = out;
+  k.arguments = {x, w};
+}
+
 void buildRope(KernelAlgorithm &k) {
   const KernelSpec &s = k.spec;
   const int width = int(s.heads * s.headDim), hd = int(s.headDim),
@@ -367,9 +391,14 @@ void buildMean(KernelAlgorithm &k) {
 
 } // namespace
 
-KernelAlgorithm buildKernel(const KernelSpec &spec) {
+KernelAlgorithm buildKernel(const KernelSpec &spec, bool matrixTiles) {
   KernelAlgorithm k;
   k.spec = spec;
+  if (matrixTiles && spec.kind == KernelKind::Linear) {
+    buildLinearTiles(k);
+    k.output.output_buffer().dim(0).set_min(0).set_stride(1);
+    return k;
+  }
   switch (spec.kind) {
   case KernelKind::Embed:
     buildEmbed(k);

@@ -550,12 +550,13 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
   auto arenaRows = arena ? arena.getAs<IntegerAttr>("rows") : IntegerAttr();
   if (!arenaBytes || !arenaRows)
     return error(module, "the module has no spark.arena (run spark-plan-memory)");
-  // Prefill matrix kernels round the rows up to a multiple of 4.
-  if (arenaRows.getInt() < options.maxChunk + 3)
+  // Prefill matrix kernels round the rows up to kPrefillRowMultiple.
+  const int64_t neededRows = options.maxChunk + kPrefillRowMultiple - 1;
+  if (arenaRows.getInt() < neededRows)
     return error(module, llvm::formatv("the arena holds {0} rows per value; "
                                        "max chunk {1} needs {2}",
                                        arenaRows.getInt(), options.maxChunk,
-                                       options.maxChunk + 3));
+                                       neededRows));
   plan.arenaFloats = arenaBytes.getInt() / 4;
   for (Operation &op : body)
     if (llvm::Error e = lower(&op))

@@ -236,6 +236,7 @@ spark_status spark_model_get_info(const spark_model *model,
   out_info->pack_bytes = model->map_bytes;
   out_info->target = d->target;
   out_info->dispatch = d->dispatch_name();
+  out_info->dispatch_reason = d->dispatch_reason();
   return SPARK_OK;
 }
 

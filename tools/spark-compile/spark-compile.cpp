@@ -57,7 +57,8 @@ cl::opt<std::string> outputPath(
 
 cl::opt<std::string> target("target",
                             cl::desc("Device to compile for: host (x86-64 "
-                                     "AVX2 / AVX-512, chosen at run time)"),
+                                     "AVX2 / AVX-512, chosen at run time) or "
+                                     "spr (adds AMX prefill kernels)"),
                             cl::init("host"), cl::cat(category));
 
 cl::opt<spark::DType> dtype(
@@ -150,6 +151,7 @@ mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module)
   pm.addPass(spark::createSparkRopeTables(tables));
   spark::SparkPlanMemoryOptions memory;
   memory.maxChunk = maxChunk;
+  memory.rowMultiple = spark::kPrefillRowMultiple;
   pm.addPass(spark::createSparkPlanMemory(memory));
   return pm.run(module);
 }
@@ -263,8 +265,9 @@ int main(int argc, char **argv) {
   if (maxChunk < 1 || maxChunk > maxContext)
     return fail("--max-chunk must be between 1 and --max-context (" +
                 Twine(maxContext) + "), got " + Twine(maxChunk));
-  if (target != "host")
-    return fail("--target=" + target + " is not supported yet; expected host");
+  if (target != "host" && target != "spr")
+    return fail("--target=" + target +
+                " is not supported yet; expected host or spr");
   if (emit == EmitStage::Library && outputPath == "-")
     return fail("-o OUT is required: the folder to write the library, pack, "
                 "header and manifest into");

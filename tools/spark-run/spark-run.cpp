@@ -87,8 +87,10 @@ int main(int argc, char **argv) {
   spark_model_info info;
   spark_model_get_info(loaded.model, &info);
   if (args.has("print-dispatch"))
-    std::fprintf(stderr, "spark-run: kernels: %s (chosen from CPUID; target %s)\n",
-                 info.dispatch, info.target);
+    std::fprintf(stderr, "spark-run: kernels: %s (chosen from CPUID; target %s)%s%s\n",
+                 info.dispatch, info.target,
+                 info.dispatch_reason ? "; " : "",
+                 info.dispatch_reason ? info.dispatch_reason : "");
   for (int32_t id : prompt)
     if (id < 0 || id >= info.vocab_size)
       return fail("--prompt-ids: token " + std::to_string(id) +

@@ -82,6 +82,9 @@ typedef struct spark_model_def {
   int (*step)(const void *const *weights, void *const *caches, void *arena,
               const int32_t *ids, int32_t pos0, int32_t n, int32_t n_logits,
               float *logits);
+  /* Why the build's best code path is not used on this CPU (e.g. AMX
+   * unavailable), or NULL. */
+  const char *(*dispatch_reason)(void);
 } spark_model_def;
 
 #ifdef __cplusplus

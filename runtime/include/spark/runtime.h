@@ -79,6 +79,7 @@ typedef struct spark_model_info {
   size_t pack_bytes;
   const char *target;
   const char *dispatch; /* code path the kernels take on this CPU */
+  const char *dispatch_reason; /* why a better path is not taken, or NULL */
 } spark_model_info;
 
 spark_status spark_model_get_info(const spark_model *model,

@@ -29,6 +29,35 @@ std::vector<TargetVariant> x86HostVariants() {
   return {avx512, avx2};
 }
 
+std::vector<TargetVariant> x86Variants(const std::string &target) {
+  std::vector<TargetVariant> variants = x86HostVariants();
+  if (target != "spr")
+    return variants;
+  // Sapphire Rapids: AMX tiles for bf16 prefill GEMMs. Halide needs plain
+  // avx512 next to avx512_sapphirerapids (TOOLCHAIN.md); its mcpu lets LLVM
+  // use VEX AVX-VNNI, which every AMX CPU has, and only these kernels carry
+  // it. AMX runs only if CPUID reports AMX-TILE/BF16/INT8 (leaf 7, EDX bits
+  // 24/22/25) and the kernel granted the tile state (arch_prctl).
+  TargetVariant amx;
+  amx.name = "amx";
+  amx.halide = Target("x86-64-linux-sse41-avx-avx2-fma-f16c-avx512-"
+                      "avx512_skylake-avx512_cannonlake-avx512_sapphirerapids-"
+                      "no_runtime");
+  amx.vectorFloats = 16;
+  amx.cpuCondition = "spark_amx_usable()";
+  amx.matrixTiles = true;
+  amx.fallback = "avx512";
+  variants.insert(variants.begin(), amx);
+  return variants;
+}
+
+bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec) {
+  if (!variant.matrixTiles)
+    return true;
+  return spec.kind == KernelKind::Linear && spec.phase == Phase::Prefill &&
+         spec.weightType == DType::BF16 && spec.in % 2 == 0;
+}
+
 Target x86RuntimeTarget() { return Target("x86-64-linux-sse41"); }
 
 namespace {
@@ -101,7 +130,8 @@ void scheduleLinearDecode(KernelAlgorithm &k, int lanes) {
 // Prefill (a chunk): register-blocked over up to 4 weight rows x 4 tokens,
 // so each weight vector load feeds 4 tokens and each activation load 4 rows;
 // blocks of row tiles are the parallel tasks, so every thread streams its
-// own weights once per chunk. The driver passes a multiple of 4 rows.
+// own weights once per chunk. The driver passes a multiple of 8 rows
+// (kPrefillRowMultiple, itself a multiple of 4).
 void schedulePrefillLinear(KernelAlgorithm &k, int lanes) {
   Func out = k.output, dot = k.accumulator;
   RVar ko("ko");
@@ -130,6 +160,41 @@ void schedulePrefillLinear(KernelAlgorithm &k, int lanes) {
   }
 }
 
+// Prefill on AMX tiles: 8 x 8 tiles of (tokens, rows) accumulate
+// tdpbf16ps over K in steps of 2 (Halide 14 covers K = 2 per tile op), then
+// are stored and transposed into [rows, tokens]. The activations are packed
+// into bf16 pairs once per call.
+void scheduleLinearTiles(KernelAlgorithm &k) {
+  const int tile = 8;
+  Func out = k.output, dot = k.accumulator;
+  // The driver passes a multiple of 8 tokens (kPrefillRowMultiple).
+  out.output_buffer().dim(1).set_extent(
+      (out.output_buffer().dim(1).extent() / 8) * 8);
+  Func stored = dot.in(out);
+  k.packedInput.compute_root();
+  Var t = dot.args()[0], o = dot.args()[1];
+  Var ti("ti"), oi("oi"), st("st"), so("so");
+  RVar ro("ro"), ri("ri");
+  stored.compute_root()
+      .tile(t, o, st, so, tile, tile)
+      .vectorize(st)
+      .vectorize(so);
+  dot.compute_at(stored, t)
+      .store_in(MemoryType::AMXTile)
+      .tile(t, o, ti, oi, tile, tile)
+      .vectorize(ti)
+      .vectorize(oi);
+  dot.update()
+      .tile(t, o, ti, oi, tile, tile)
+      .split(k.reduction.x, ro, ri, 2)
+      .reorder({ri, ti, oi, ro, t, o})
+      .atomic()
+      .vectorize(ri)
+      .vectorize(ti)
+      .vectorize(oi);
+  out.vectorize(k.x, 16, TailStrategy::GuardWithIf);
+}
+
 void scheduleAttention(KernelAlgorithm &k, int lanes) {
   Var headToken("head_token");
   Func out = k.output;
@@ -156,6 +221,10 @@ void scheduleAttention(KernelAlgorithm &k, int lanes) {
 
 void scheduleX86(KernelAlgorithm &k, const TargetVariant &variant) {
   const int lanes = variant.vectorFloats;
+  if (k.packedInput.defined()) {
+    scheduleLinearTiles(k);
+    return;
+  }
   switch (k.spec.kind) {
   case KernelKind::Embed:
   case KernelKind::Rope:

@@ -3,6 +3,7 @@
 #define SPARK_CODEGEN_EMIT_H
 
 #include "spark/Codegen/ModelPlan.h"
+#include "spark/Targets/X86.h"
 
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -10,11 +11,10 @@
 namespace spark {
 
 /// The C source of the generated step driver (kernel calls in order, buffer
-/// views, cache writes, arena offsets, CPU dispatch) for `variants`, the
-/// names of the ISA variants every kernel was compiled for, best first.
+/// views, cache writes, arena offsets, CPU dispatch) for the ISA variants the
+/// kernels were compiled for, best first.
 std::string emitDriverSource(const ModelPlan &plan,
-                             llvm::ArrayRef<std::string> variantNames,
-                             llvm::ArrayRef<std::string> variantConditions);
+                             llvm::ArrayRef<TargetVariant> variants);
 
 /// spark_model.h: declares spark_model_definition() and the model's sizes.
 std::string emitModelHeader(const ModelPlan &plan);

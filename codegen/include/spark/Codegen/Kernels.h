@@ -74,6 +74,7 @@ struct KernelAlgorithm {
   // Intermediate stages, by role (empty Funcs when a kind has none).
   Halide::Func sumSquares;             // RMSNorm
   Halide::Func accumulator; // Linear: the dot products; Mean: the sum
+  Halide::Func packedInput; // Linear with matrix tiles: bf16 pairs [2, n, K/2]
   Halide::Func scores, maxScore, denominator, keys, values, weights,
       accumulated, keyPositions; // Attention
   Halide::RDom reduction;      // the main reduction of the kind
@@ -81,7 +82,11 @@ struct KernelAlgorithm {
   Halide::Var x{"x"}, y{"y"}, z{"z"};  // output dims: x innermost
 };
 
-KernelAlgorithm buildKernel(const KernelSpec &spec);
+/// `matrixTiles` selects, for a prefill Linear with bf16 weights, the form a
+/// matrix unit (AMX) runs: the weight rows are the tiles' A operand as
+/// stored; the activations are packed into bf16 pairs (B operand, the VNNI
+/// layout) per call; the product is computed transposed.
+KernelAlgorithm buildKernel(const KernelSpec &spec, bool matrixTiles = false);
 
 /// The Halide type of an element type.
 Halide::Type halideType(DType type);

@@ -20,6 +20,11 @@
 
 namespace spark {
 
+/// Matrix kernels for more than one token work on a multiple of this many
+/// rows (the AMX tiles cover 8 tokens); arena values and the logits buffer
+/// have room for the rounding.
+constexpr int64_t kPrefillRowMultiple = 8;
+
 struct BuildOptions {
   std::string target = "host";
   DType dtype = DType::F32; // weights of the matrix kernels

@@ -23,7 +23,18 @@ struct TargetVariant {
   Halide::Target halide;    // what the kernels are compiled for
   int vectorFloats = 8;     // f32 lanes in one vector register
   std::string cpuCondition; // C expression, true when this CPU may run it
+  /// Matrix-tile (AMX) variant: only the kernels usesMatrixTiles() selects
+  /// are compiled for it; the others come from `fallback`.
+  bool matrixTiles = false;
+  std::string fallback;
 };
+
+/// The variants of `--target`: "host" (AVX-512, AVX2) or "spr" (AMX for
+/// prefill, then AVX-512, AVX2). Best first.
+std::vector<TargetVariant> x86Variants(const std::string &target);
+
+/// Whether `variant` compiles `spec` (AMX variants: bf16 prefill linears).
+bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec);
 
 /// The host target's variants, best first; the last one is the floor.
 std::vector<TargetVariant> x86HostVariants();
