@@ -151,6 +151,7 @@ Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
         NewArchiveMember::getFile(object, /*Deterministic=*/true);
     if (!member)
       return member.takeError();
+    member->MemberName = sys::path::filename(object); // not the temp path
     members.push_back(std::move(*member));
   }
   if (Error e = writeArchive(join(dir, "libspark_model.a"), members,

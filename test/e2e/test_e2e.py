@@ -190,6 +190,24 @@ class EndToEnd(unittest.TestCase):
         np.testing.assert_allclose(fused_logits, plain_logits, rtol=0,
                                    atol=1e-5 * np.abs(plain_logits).max())
 
+    def test_spr_build_on_its_avx512_path(self):
+        # What a CPU without AMX runs of a --target=spr build.
+        case = Case(self.tmp, "spr", compile_flags=["--target=spr", "--dtype=bf16"])
+        env = {"SPARK_X86_VARIANT": "avx512"}
+        dispatch = subprocess.run(
+            [tool("spark-run"), case.out, "--prompt-ids", "1", "--n-predict", "1",
+             "--print-dispatch"], capture_output=True, text=True, env=dict(os.environ, **env))
+        self.assertIn("x86-avx512", dispatch.stderr)
+        self.assertIn("target spr", dispatch.stderr)
+        prompt = self.long_prompt(case, 10)
+        ids, logits = case.spark_run(prompt, 16, chunk=16, env=env)
+        ref_ids, ref_logits = case.reference(prompt, 16)
+        rows = len(prompt)
+        snr = 10 * np.log10((ref_logits[:rows] ** 2).sum() /
+                            ((logits[:rows] - ref_logits[:rows]) ** 2).sum())
+        print("spr build, AVX-512 path: logits SNR %.1f dB" % snr)
+        self.assertGreaterEqual(snr, 30.0)
+
     def test_runtime_c_api(self):
         case = Case(self.tmp, "capi")
         other = Case(self.tmp, "capi-other", ["--seed", "5", "--layer-types", "ssff"])

@@ -54,8 +54,10 @@ std::vector<TargetVariant> x86Variants(const std::string &target) {
 bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec) {
   if (!variant.matrixTiles)
     return true;
+  // Whole 8 x 8 tiles over the rows, K in bf16 pairs.
   return spec.kind == KernelKind::Linear && spec.phase == Phase::Prefill &&
-         spec.weightType == DType::BF16 && spec.in % 2 == 0;
+         spec.weightType == DType::BF16 && spec.in % 2 == 0 &&
+         spec.out % 8 == 0;
 }
 
 Target x86RuntimeTarget() { return Target("x86-64-linux-sse41"); }
