@@ -215,6 +215,9 @@ public:
         if (compilesKernel(variant, plan.kernels[i]))
           os << "extern int " << kernelSymbol(plan.kernels[i], variant.name)
              << "(" << prototypes[i] << ");\n";
+    if (tiles)
+      os << "extern int " << kAmxMicrokernelSymbol
+         << "(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);\n";
     os << "\ntypedef struct spark_kernels {\n  const char *name;\n";
     for (size_t i = 0; i < plan.kernels.size(); ++i)
       os << formatv("  int (*k{0})({1}); /* {2} */\n", i, prototypes[i],
@@ -225,8 +228,11 @@ public:
          << variant.name << "\"";
       for (const KernelSpec &k : plan.kernels)
         os << ",\n    "
-           << kernelSymbol(k, compilesKernel(variant, k) ? variant.name
-                                                         : variant.fallback);
+           << (usesAmxMicrokernel(variant, k)
+                   ? std::string(kAmxMicrokernelSymbol)
+                   : kernelSymbol(k, compilesKernel(variant, k)
+                                         ? variant.name
+                                         : variant.fallback));
       os << "};\n";
     }
     os << "\n/* Best variant this CPU can run (CPUID), or NULL. The environment\n"

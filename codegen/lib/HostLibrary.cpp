@@ -71,7 +71,7 @@ Error compileKernel(const KernelSpec &spec, const TargetVariant &variant,
 Error emitKernelText(const ModelPlan &plan, KernelText kind, StringRef scratchDir,
                      raw_ostream &os) {
   for (const KernelSpec &spec : plan.kernels)
-    for (const TargetVariant &variant : x86Variants(plan.options.target)) {
+    for (const TargetVariant &variant : x86Variants(plan.options.target, plan.options.amxKernel)) {
       if (!compilesKernel(variant, spec))
         continue;
       std::string file = join(scratchDir, "kernel.txt");
@@ -98,7 +98,7 @@ Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
   if (std::error_code ec = sys::fs::create_directories(objDir))
     return createStringError(ec, "%s: %s", objDir.c_str(),
                              ec.message().c_str());
-  std::vector<TargetVariant> variants = x86Variants(plan.options.target);
+  std::vector<TargetVariant> variants = x86Variants(plan.options.target, plan.options.amxKernel);
   std::vector<std::string> objects;
   size_t total = 0, done = 0;
   for (const KernelSpec &spec : plan.kernels)
@@ -127,6 +127,22 @@ Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
                              "Halide runtime: %s", e.what());
   }
   objects.push_back(runtime);
+
+  // The hand-written AMX microkernel, when a kernel uses it.
+  bool microkernel = false;
+  for (const KernelSpec &spec : plan.kernels)
+    for (const TargetVariant &variant : variants)
+      microkernel |= usesAmxMicrokernel(variant, spec);
+  if (microkernel) {
+    std::string amxObject = join(objDir, "amx_linear.o");
+    std::string halideInclude = "-I" SPARK_HALIDE_INCLUDE_DIR;
+    if (Error e = run({SPARK_CLANG, "-std=c11", "-O2", "-fPIC", "-mamx-tile",
+                       "-mamx-bf16", "-c", halideInclude, SPARK_AMX_MICROKERNEL,
+                       "-o", amxObject},
+                      "compiling the AMX microkernel"))
+      return e;
+    objects.push_back(amxObject);
+  }
 
   std::string driverSource = join(objDir, "spark_model_driver.c");
   std::string driverObject = join(objDir, "spark_model_driver.o");

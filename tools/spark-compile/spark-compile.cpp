@@ -89,6 +89,13 @@ cl::opt<bool> noFusion(
              "spark-fuse-head-gate, spark-fuse-projections)"),
     cl::init(false), cl::cat(category));
 
+cl::opt<std::string> amxKernel(
+    "amx-kernel",
+    cl::desc("--target=spr prefill on AMX: tiles (hand-written full-depth "
+             "microkernel where shapes allow, default) or halide (Halide 14's "
+             "tile lowering)"),
+    cl::init("tiles"), cl::cat(category));
+
 cl::opt<bool> quiet("quiet", cl::desc("No progress output"), cl::init(false),
                     cl::cat(category));
 
@@ -124,6 +131,7 @@ spark::BuildOptions buildOptions() {
   options.maxContext = maxContext;
   options.maxChunk = maxChunk;
   options.quiet = quiet;
+  options.amxKernel = amxKernel;
   return options;
 }
 
@@ -265,6 +273,9 @@ int main(int argc, char **argv) {
   if (maxChunk < 1 || maxChunk > maxContext)
     return fail("--max-chunk must be between 1 and --max-context (" +
                 Twine(maxContext) + "), got " + Twine(maxChunk));
+  if (amxKernel != "tiles" && amxKernel != "halide")
+    return fail("--amx-kernel=" + amxKernel + " is not known; expected tiles "
+                "or halide");
   if (target != "host" && target != "spr")
     return fail("--target=" + target +
                 " is not supported yet; expected host or spr");

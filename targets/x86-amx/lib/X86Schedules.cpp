@@ -29,7 +29,10 @@ std::vector<TargetVariant> x86HostVariants() {
   return {avx512, avx2};
 }
 
-std::vector<TargetVariant> x86Variants(const std::string &target) {
+const char *const kAmxMicrokernelSymbol = "spark_amx_linear_bf16";
+
+std::vector<TargetVariant> x86Variants(const std::string &target,
+                                       const std::string &matrixKernel) {
   std::vector<TargetVariant> variants = x86HostVariants();
   if (target != "spr")
     return variants;
@@ -47,17 +50,28 @@ std::vector<TargetVariant> x86Variants(const std::string &target) {
   amx.cpuCondition = "spark_amx_usable()";
   amx.matrixTiles = true;
   amx.fallback = "avx512";
+  amx.matrixKernel = matrixKernel;
   variants.insert(variants.begin(), amx);
   return variants;
+}
+
+static bool isBF16Prefill(const KernelSpec &spec) {
+  return spec.kind == KernelKind::Linear && spec.phase == Phase::Prefill &&
+         spec.weightType == DType::BF16;
+}
+
+bool usesAmxMicrokernel(const TargetVariant &variant, const KernelSpec &spec) {
+  // Whole 32-deep tiles, two 16-row A tiles per step.
+  return variant.matrixTiles && variant.matrixKernel == "tiles" &&
+         isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0;
 }
 
 bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec) {
   if (!variant.matrixTiles)
     return true;
   // Whole 8 x 8 tiles over the rows, K in bf16 pairs.
-  return spec.kind == KernelKind::Linear && spec.phase == Phase::Prefill &&
-         spec.weightType == DType::BF16 && spec.in % 2 == 0 &&
-         spec.out % 8 == 0;
+  return isBF16Prefill(spec) && !usesAmxMicrokernel(variant, spec) &&
+         spec.in % 2 == 0 && spec.out % 8 == 0;
 }
 
 Target x86RuntimeTarget() { return Target("x86-64-linux-sse41"); }

@@ -31,6 +31,7 @@ struct BuildOptions {
   int64_t maxContext = 4096;
   int64_t maxChunk = 64;
   bool quiet = false;
+  std::string amxKernel = "tiles"; // --target=spr: "tiles" or "halide"
 };
 
 /// One tensor of the weight pack.

@@ -27,14 +27,25 @@ struct TargetVariant {
   /// are compiled for it; the others come from `fallback`.
   bool matrixTiles = false;
   std::string fallback;
+  /// AMX variants: "tiles" uses the hand-written full-depth microkernel
+  /// (amx_linear.c) where its shape rules allow, "halide" Halide's lowering.
+  std::string matrixKernel = "tiles";
 };
 
 /// The variants of `--target`: "host" (AVX-512, AVX2) or "spr" (AMX for
-/// prefill, then AVX-512, AVX2). Best first.
-std::vector<TargetVariant> x86Variants(const std::string &target);
+/// prefill, then AVX-512, AVX2). Best first. `matrixKernel`: see above.
+std::vector<TargetVariant> x86Variants(const std::string &target,
+                                       const std::string &matrixKernel = "tiles");
 
-/// Whether `variant` compiles `spec` (AMX variants: bf16 prefill linears).
+/// Whether Halide compiles `spec` for `variant` (AMX variants: bf16 prefill
+/// linears the Halide tile schedule handles, unless the microkernel does).
 bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec);
+
+/// Whether `variant` runs `spec` on the hand-written AMX microkernel
+/// (symbol kAmxMicrokernelSymbol, source kAmxMicrokernelSource).
+bool usesAmxMicrokernel(const TargetVariant &variant, const KernelSpec &spec);
+
+extern const char *const kAmxMicrokernelSymbol;
 
 /// The host target's variants, best first; the last one is the floor.
 std::vector<TargetVariant> x86HostVariants();
