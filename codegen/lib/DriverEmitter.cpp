@@ -377,6 +377,21 @@ const spark_model_def *spark_model_definition(void);
       .str();
 }
 
+/// Average stored bits per weight of the matrices (embedding, projections,
+/// head): codes plus scales, divided by the parameter count.
+static double bitsPerWeight(const ModelPlan &plan) {
+  double bits = 0, parameters = 0;
+  for (const PackTensor &t : plan.tensors) {
+    if (t.layout != 0 || t.shape.size() != 2)
+      continue; // norms, scales, tables are counted with their matrix
+    parameters += double(t.elements());
+    bits += 8.0 * double(t.bytes());
+    if (t.dtype == DType::I8)
+      bits += 32.0 * double(t.shape[0]); // one f32 scale per row
+  }
+  return parameters > 0 ? bits / parameters : 0.0;
+}
+
 std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
                          StringRef commandLine) {
   json::Array kernels, caches, tensors;
@@ -402,6 +417,8 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
       {"format", "spark-compile manifest 1"},
       {"target", plan.options.target},
       {"dtype", dtypeName(plan.options.dtype).lower()},
+      {"quant", plan.options.quant},
+      {"bits_per_weight", bitsPerWeight(plan)},
       {"max_context", plan.options.maxContext},
       {"max_chunk", plan.options.maxChunk},
       {"abi_hash", formatv("{0:x-16}", plan.abiHash).str()},

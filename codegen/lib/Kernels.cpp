@@ -22,6 +22,8 @@ Type halideType(DType type) {
     return BFloat(16);
   case DType::F16:
     return Float(16);
+  case DType::I8:
+    return Int(8);
   }
   return Float(32);
 }
@@ -107,11 +109,20 @@ void buildEmbed(KernelAlgorithm &k) {
   ImageParam ids(Int(32), 1, "ids");
   ImageParam table(halideType(s.weightType), 2, "table");
   Func out("embed");
-  out(k.x, k.y) = cast<float>(table(k.x, clamp(ids(k.y), 0, int(s.out) - 1)));
+  Expr id = clamp(ids(k.y), 0, int(s.out) - 1);
+  Expr value = cast<float>(table(k.x, id));
+  ImageParam scales(Float(32), 1, "scales");
+  if (s.weightType == DType::I8) { // int8 codes, one scale per row
+    scales.dim(0).set_bounds(0, int(s.out));
+    value = value * scales(id);
+  }
+  out(k.x, k.y) = value;
   table.dim(0).set_bounds(0, int(s.in));
   table.dim(1).set_bounds(0, int(s.out)).set_stride(int(s.in));
   k.output = out;
   k.arguments = {ids, table};
+  if (s.weightType == DType::I8)
+    k.arguments.push_back(scales);
 }
 
 void buildRMSNorm(KernelAlgorithm &k) {
@@ -140,13 +151,21 @@ void buildLinear(KernelAlgorithm &k) {
   dot(k.x, k.y) = 0.0f;
   dot(k.x, k.y) += cast<float>(w(k.reduction, k.x)) * x(k.reduction, k.y);
   Func out("linear");
-  out(k.x, k.y) = dot(k.x, k.y);
+  ImageParam scales(Float(32), 1, "scales");
+  if (s.weightType == DType::I8) { // int8 codes, one scale per output row
+    scales.dim(0).set_bounds(0, int(s.out));
+    out(k.x, k.y) = dot(k.x, k.y) * scales(k.x);
+  } else {
+    out(k.x, k.y) = dot(k.x, k.y);
+  }
   k.accumulator = dot;
   x.dim(0).set_bounds(0, int(s.in));
   w.dim(0).set_bounds(0, int(s.in));
   w.dim(1).set_bounds(0, int(s.out)).set_stride(int(s.in));
   k.output = out;
   k.arguments = {x, w};
+  if (s.weightType == DType::I8)
+    k.arguments.push_back(scales);
 }
 
 void buildLinearTiles(KernelAlgorithm &k) {

@@ -24,6 +24,13 @@ uint64_t fnv1a(llvm::StringRef text, uint64_t seed) {
   return h;
 }
 
+float symmetricInt8Scale(llvm::function_ref<float(int64_t)> value, int64_t n) {
+  float largest = 0.0f;
+  for (int64_t i = 0; i < n; ++i)
+    largest = std::max(largest, std::fabs(value(i)));
+  return largest > 0.0f ? largest / 127.0f : 1.0f;
+}
+
 int64_t PackTensor::elements() const {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -32,6 +39,12 @@ int64_t PackTensor::elements() const {
 }
 
 float PackTensor::element(int64_t i) const {
+  if (!rowScales.empty()) // a code: the value over its row's scale
+    return value(i) / rowScales[i / shape.back()];
+  return value(i);
+}
+
+float PackTensor::value(int64_t i) const {
   if (source)
     return source->element(i);
   for (const TensorView *part : parts) {
@@ -96,6 +109,7 @@ private:
   llvm::DenseMap<Value, Storage> storage;
   std::map<std::string, int> kernelIndex;
   llvm::StringMap<int> tensorIndex;
+  llvm::StringMap<int> scalesIndex; // quantized weight -> its scales tensor
   int currentStep() const { return int(plan.steps.size()); }
 };
 
@@ -153,6 +167,21 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
     }
     tensor.shape = source->shape;
     tensor.source = source;
+  }
+  if (weight && weight.getQuant()) {
+    // w8a16: symmetric int8 per output row; scale = max |row| / 127.
+    tensor.dtype = DType::I8;
+    const int64_t rows = tensor.shape[0], cols = tensor.shape.back();
+    tensor.rowScales.resize(rows);
+    for (int64_t r = 0; r < rows; ++r)
+      tensor.rowScales[r] = symmetricInt8Scale(
+          [&](int64_t c) { return tensor.value(r * cols + c); }, cols);
+    PackTensor scales;
+    scales.name = tensor.name + ".scales";
+    scales.shape = {rows};
+    scales.values = tensor.rowScales;
+    scalesIndex[symbol.getValue()] = int(plan.tensors.size());
+    plan.tensors.push_back(std::move(scales));
   }
   int index = int(plan.tensors.size());
   plan.tensors.push_back(std::move(tensor));
@@ -308,7 +337,7 @@ llvm::Error Planner::lower(Operation *op) {
     spec.kind = KernelKind::Embed;
     spec.in = width(embed.getResult());
     spec.out = plan.tensors[table].shape[0];
-    spec.weightType = matrixType;
+    spec.weightType = plan.tensors[table].dtype;
     step.kernel = kernel(spec);
     View ids;
     ids.base = View::Base::Tokens;
@@ -316,6 +345,8 @@ llvm::Error Planner::lower(Operation *op) {
     ids.hasRows = true;
     ids.rowStride = 1;
     step.args = {viewArg(ids), viewArg(weightView(table))};
+    if (spec.weightType == DType::I8)
+      step.args.push_back(viewArg(weightView(scalesIndex.lookup(embed.getTable()))));
     step.args.push_back(output(embed.getResult()));
   } else if (auto norm = dyn_cast<RMSNormOp>(op)) {
     if (norm.getOutputScale())
@@ -343,12 +374,14 @@ llvm::Error Planner::lower(Operation *op) {
     spec.kind = KernelKind::Linear;
     spec.in = width(in);
     spec.out = width(result);
-    spec.weightType = matrixType;
+    spec.weightType = plan.tensors[w].dtype;
     spec.phase = Phase::Prefill;
     step.kernel = kernel(spec);
     spec.phase = Phase::Decode;
     step.decodeKernel = kernel(spec);
     step.args = {input(in), viewArg(weightView(w))};
+    if (spec.weightType == DType::I8)
+      step.args.push_back(viewArg(weightView(scalesIndex.lookup(symbol.getValue()))));
     if (isa<LogitsOp>(op)) {
       step.headRows = true;
       storage[result] = {Storage::Kind::Logits, 0, 0, width(result)};

@@ -98,11 +98,10 @@ LogicalResult WeightOp::verify() {
     if (!element.isInteger(8) && !element.isInteger(4))
       return emitOpError()
              << "a quantized weight stores i8 or i4 codes, got " << element;
-    return success();
-  }
-  if (!element.isF32() && !element.isF16() && !element.isBF16())
+  } else if (!element.isF32() && !element.isF16() && !element.isBF16()) {
     return emitOpError() << "weight element type must be f32, f16 or bf16, got "
                          << element;
+  }
   if (ArrayAttr parts = getPartsAttr()) {
     // A row-wise concatenation: parts are [rows_i, cols] weights whose rows
     // add up to ours.
@@ -115,8 +114,10 @@ LogicalResult WeightOp::verify() {
       if (!weight)
         return emitOpError() << "part " << symbol << " does not name a spark.weight";
       RankedTensorType partType = weight.getTensorType();
+      // A quantized stack holds codes of its parts' values.
+      bool sameElements = getQuant() || partType.getElementType() == element;
       if (partType.getRank() != 2 || partType.getDimSize(1) != type.getDimSize(1) ||
-          partType.getElementType() != element)
+          !sameElements)
         return emitOpError() << "part " << symbol << " of type " << partType
                              << " does not stack into " << type;
       rows += partType.getDimSize(0);

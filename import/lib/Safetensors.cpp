@@ -27,13 +27,22 @@ StringRef dtypeName(DType dtype) {
     return "F16";
   case DType::BF16:
     return "BF16";
+  case DType::I8:
+    return "I8";
   }
   llvm_unreachable("unknown dtype");
 }
 
-size_t dtypeSize(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
+size_t dtypeSize(DType dtype) {
+  return dtype == DType::F32 ? 4 : dtype == DType::I8 ? 1 : 2;
+}
 
 void encodeElement(float value, DType dtype, uint8_t *out) {
+  if (dtype == DType::I8) { // already a code: round and saturate
+    float r = std::nearbyint(value);
+    *out = uint8_t(int8_t(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r));
+    return;
+  }
   if (dtype == DType::F32) {
     std::memcpy(out, &value, 4);
     return;
@@ -61,6 +70,8 @@ template <typename T> T load(const uint8_t *p) {
 /// NaN), or -1.
 int64_t firstNonFinite(const uint8_t *data, int64_t n, DType dtype) {
   switch (dtype) {
+  case DType::I8:
+    return -1; // integers are always finite
   case DType::F32:
     for (int64_t i = 0; i < n; ++i)
       if ((load<uint32_t>(data + 4 * i) & 0x7f800000u) == 0x7f800000u)
@@ -125,6 +136,8 @@ float TensorView::element(int64_t i) const {
     return halfToFloat(load<uint16_t>(data + 2 * i));
   case DType::BF16:
     return bf16ToFloat(load<uint16_t>(data + 2 * i));
+  case DType::I8:
+    return float(int8_t(data[i]));
   }
   return 0.0f;
 }

@@ -96,6 +96,12 @@ cl::opt<std::string> amxKernel(
              "tile lowering)"),
     cl::init("tiles"), cl::cat(category));
 
+cl::opt<std::string> quant(
+    "quant",
+    cl::desc("Weight quantization: none (default) or w8a16 (int8 weights per "
+             "output channel, the head included, the head-wise gate kept)"),
+    cl::init("none"), cl::cat(category));
+
 cl::opt<bool> quiet("quiet", cl::desc("No progress output"), cl::init(false),
                     cl::cat(category));
 
@@ -132,6 +138,7 @@ spark::BuildOptions buildOptions() {
   options.maxChunk = maxChunk;
   options.quiet = quiet;
   options.amxKernel = amxKernel;
+  options.quant = quant;
   return options;
 }
 
@@ -150,6 +157,11 @@ mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module)
     pm.addPass(spark::createSparkFuseGeglu());
     pm.addPass(spark::createSparkFuseHeadGate());
     pm.addPass(spark::createSparkFuseProjections());
+  }
+  if (quant != "none") {
+    spark::SparkQuantizeWeightsOptions quantize;
+    quantize.scheme = quant;
+    pm.addPass(spark::createSparkQuantizeWeights(quantize));
   }
   spark::SparkKVLayoutOptions layout;
   layout.maxContext = maxContext;
@@ -273,6 +285,9 @@ int main(int argc, char **argv) {
   if (maxChunk < 1 || maxChunk > maxContext)
     return fail("--max-chunk must be between 1 and --max-context (" +
                 Twine(maxContext) + "), got " + Twine(maxChunk));
+  if (quant != "none" && quant != "w8a16")
+    return fail("--quant=" + quant + " is not implemented yet; expected none "
+                "or w8a16 (w8a8, w4a16, w4a8 come later)");
   if (amxKernel != "tiles" && amxKernel != "halide")
     return fail("--amx-kernel=" + amxKernel + " is not known; expected tiles "
                 "or halide");

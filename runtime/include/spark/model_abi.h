@@ -21,6 +21,7 @@ typedef enum spark_dtype {
   SPARK_DTYPE_F32 = 0,
   SPARK_DTYPE_F16 = 1,
   SPARK_DTYPE_BF16 = 2,
+  SPARK_DTYPE_I8 = 3, /* quantized codes (scales in a companion tensor) */
 } spark_dtype;
 
 /* How a pack tensor is laid out (what its kernel reads). */

@@ -32,6 +32,7 @@ struct BuildOptions {
   int64_t maxChunk = 64;
   bool quiet = false;
   std::string amxKernel = "tiles"; // --target=spr: "tiles" or "halide"
+  std::string quant = "none";      // --quant
 };
 
 /// One tensor of the weight pack.
@@ -43,9 +44,14 @@ struct PackTensor {
   const TensorView *source = nullptr; // checkpoint data, converted to dtype
   std::vector<const TensorView *> parts; // or stacked checkpoint tensors
   std::vector<float> values;          // or values computed at compile time
+  /// Quantized (dtype I8): each row's scale; element() returns the code.
+  std::vector<float> rowScales;
 
-  /// Element i (row-major) widened to float, whichever the origin.
+  /// Element i (row-major) as stored: the value, or for a quantized tensor
+  /// its (not yet rounded) code.
   float element(int64_t i) const;
+  /// Element i's real value, whichever the origin.
+  float value(int64_t i) const;
 
   int64_t elements() const;
   uint64_t bytes() const;
@@ -108,6 +114,10 @@ struct ModelPlan {
 llvm::Expected<ModelPlan> planModel(mlir::ModuleOp module,
                                     const Checkpoint &checkpoint,
                                     const BuildOptions &options);
+
+/// The scale of symmetric int8 quantization of one row: max |value| / 127
+/// (1 for an all-zero row), so every value maps to a code in [-127, 127].
+float symmetricInt8Scale(llvm::function_ref<float(int64_t)> value, int64_t n);
 
 /// 64-bit FNV-1a, for the config and ABI hashes.
 uint64_t fnv1a(llvm::StringRef text, uint64_t seed = 0xcbf29ce484222325ull);

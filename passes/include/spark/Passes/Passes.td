@@ -87,6 +87,30 @@ def SparkFuseProjections : Pass<"spark-fuse-projections", "mlir::ModuleOp"> {
   let dependentDialects = ["spark::SparkDialect"];
 }
 
+def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
+  let summary = "Quantize the matrix weights (w8a16: int8, per output channel)";
+  let description = [{
+    Marks every weight a `spark.linear`, `spark.logits` or `spark.embed`
+    reads as quantized: its stored type becomes integer codes and it gets a
+    `#spark.quant` attribute; the codes and scales are computed when the
+    weight pack is written. The output head is quantized like every other
+    matrix, also when tied to the embedding (one copy serves the lookup and
+    the head). The head-wise gate projection stays in full precision. Norms
+    and RoPE tables are not weights of this kind and stay fp32.
+
+    ```mlir
+    spark.weight @w : tensor<64x16xbf16>
+    // becomes
+    spark.weight @w : tensor<64x16xi8> {quant = #spark.quant<bits = 8, group_size = 0, symmetric = true>}
+    ```
+  }];
+  let options = [
+    Option<"scheme", "scheme", "std::string", /*default=*/"\"w8a16\"",
+           "Quantization scheme (w8a16)">
+  ];
+  let dependentDialects = ["spark::SparkDialect"];
+}
+
 def SparkKVLayout : Pass<"spark-kv-layout", "mlir::ModuleOp"> {
   let summary = "Give every layer's cache its layout and size";
   let description = [{
