@@ -173,9 +173,22 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
     tensor.dtype = DType::I8;
     const int64_t rows = tensor.shape[0], cols = tensor.shape.back();
     tensor.rowScales.resize(rows);
-    for (int64_t r = 0; r < rows; ++r)
+    // The scan streams the checkpoint mapping: release what it read every
+    // 1024 rows to keep RSS bounded.
+    auto release = [&](int64_t fromRow, int64_t toRow) {
+      if (tensor.source)
+        releaseResidentPages(*tensor.source, fromRow * cols,
+                             (toRow - fromRow) * cols);
+      for (const TensorView *part : tensor.parts)
+        releaseResidentPages(*part, 0, part->numElements());
+    };
+    for (int64_t r = 0; r < rows; ++r) {
       tensor.rowScales[r] = symmetricInt8Scale(
           [&](int64_t c) { return tensor.value(r * cols + c); }, cols);
+      if ((r + 1) % 1024 == 0)
+        release(r + 1 - 1024, r + 1);
+    }
+    release(rows / 1024 * 1024, rows);
     PackTensor scales;
     scales.name = tensor.name + ".scales";
     scales.shape = {rows};
