@@ -1,4 +1,5 @@
 //===- FuseProjections.cpp - one linear for projections of one input ------===//
+#include "PatternUtils.h"
 #include "spark/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -13,17 +14,6 @@ using namespace mlir;
 using namespace spark;
 
 namespace {
-
-/// Whether the linear computes a head gate (kept apart and unquantized).
-bool feedsHeadGate(LinearOp linear) {
-  for (Operation *user : linear->getUsers()) {
-    if (auto gate = dyn_cast<HeadGateOp>(user); gate && gate.getGate() == linear)
-      return true;
-    if (auto attn = dyn_cast<AttentionOp>(user); attn && attn.getGate() == linear)
-      return true;
-  }
-  return false;
-}
 
 struct FuseProjections : spark::impl::SparkFuseProjectionsBase<FuseProjections> {
   void runOnOperation() override {

@@ -33,6 +33,21 @@ inline mlir::Value otherOperand(mlir::Operation *op, mlir::Value known) {
   return nullptr;
 }
 
+/// Whether the linear computes the head-wise gate (its result is the gate of
+/// a spark.head_gate or a gated spark.attention). The gate projection stays
+/// apart from stacked projections and in full precision under quantization.
+inline bool feedsHeadGate(LinearOp linear) {
+  for (mlir::Operation *user : linear->getUsers()) {
+    if (auto gate = llvm::dyn_cast<HeadGateOp>(user);
+        gate && gate.getGate() == linear.getResult())
+      return true;
+    if (auto attn = llvm::dyn_cast<AttentionOp>(user);
+        attn && attn.getGate() == linear.getResult())
+      return true;
+  }
+  return false;
+}
+
 } // namespace spark
 
 #endif // SPARK_PASSES_PATTERNUTILS_H

@@ -1,4 +1,5 @@
 //===- QuantizeWeights.cpp - mark matrix weights as quantized -------------===//
+#include "PatternUtils.h"
 #include "spark/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -12,17 +13,6 @@ using namespace mlir;
 using namespace spark;
 
 namespace {
-
-/// Whether the linear computes a head gate (kept in full precision).
-bool feedsHeadGate(LinearOp linear) {
-  for (Operation *user : linear->getUsers()) {
-    if (auto gate = dyn_cast<HeadGateOp>(user); gate && gate.getGate() == linear)
-      return true;
-    if (auto attn = dyn_cast<AttentionOp>(user); attn && attn.getGate() == linear)
-      return true;
-  }
-  return false;
-}
 
 struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> {
   using Base::Base;
