@@ -11,6 +11,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <set>
+
 using namespace llvm;
 
 namespace spark {
@@ -94,6 +96,20 @@ std::string prototype(const Step &step) {
     args += std::string(args.empty() ? "" : ", ") +
             (a.scalar ? "int32_t" : "halide_buffer_t *");
   return args;
+}
+
+/// The function `variant` calls for kernel `k`: its microkernel, its own
+/// compiled kernel, or (recursively) its fallback variant's.
+std::string symbolFor(ArrayRef<TargetVariant> variants,
+                      const TargetVariant &variant, const KernelSpec &k) {
+  if (const Microkernel *m = microkernelFor(variant, k))
+    return m->symbol;
+  if (compilesKernel(variant, k))
+    return kernelSymbol(k, variant.name);
+  for (const TargetVariant &other : variants)
+    if (other.name == variant.fallback)
+      return symbolFor(variants, other, k);
+  return kernelSymbol(k, variant.fallback);
 }
 
 class DriverWriter {
@@ -215,8 +231,13 @@ public:
         if (compilesKernel(variant, plan.kernels[i]))
           os << "extern int " << kernelSymbol(plan.kernels[i], variant.name)
              << "(" << prototypes[i] << ");\n";
-    if (tiles)
-      os << "extern int " << kAmxMicrokernelSymbol
+    std::set<std::string> microkernels;
+    for (const TargetVariant &variant : variants)
+      for (const KernelSpec &k : plan.kernels)
+        if (const Microkernel *m = microkernelFor(variant, k))
+          microkernels.insert(m->symbol);
+    for (const std::string &symbol : microkernels)
+      os << "extern int " << symbol
          << "(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);\n";
     os << "\ntypedef struct spark_kernels {\n  const char *name;\n";
     for (size_t i = 0; i < plan.kernels.size(); ++i)
@@ -227,12 +248,7 @@ public:
       os << "static const spark_kernels kernels_" << variant.name << " = {\"x86-"
          << variant.name << "\"";
       for (const KernelSpec &k : plan.kernels)
-        os << ",\n    "
-           << (usesAmxMicrokernel(variant, k)
-                   ? std::string(kAmxMicrokernelSymbol)
-                   : kernelSymbol(k, compilesKernel(variant, k)
-                                         ? variant.name
-                                         : variant.fallback));
+        os << ",\n    " << symbolFor(variants, variant, k);
       os << "};\n";
     }
     os << "\n/* Best variant this CPU can run (CPUID), or NULL. The environment\n"

@@ -11,6 +11,8 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <set>
+
 using namespace llvm;
 
 namespace spark {
@@ -128,20 +130,25 @@ Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
   }
   objects.push_back(runtime);
 
-  // The hand-written AMX microkernel, when a kernel uses it.
-  bool microkernel = false;
+  // The hand-written microkernels the kernels use.
+  std::set<const Microkernel *> microkernels;
   for (const KernelSpec &spec : plan.kernels)
     for (const TargetVariant &variant : variants)
-      microkernel |= usesAmxMicrokernel(variant, spec);
-  if (microkernel) {
-    std::string amxObject = join(objDir, "amx_linear.o");
+      if (const Microkernel *m = microkernelFor(variant, spec))
+        microkernels.insert(m);
+  for (const Microkernel *m : microkernels) {
+    std::string object = join(objDir, sys::path::stem(m->source).str() + ".o");
+    std::string source = join(SPARK_MICROKERNEL_DIR, m->source);
     std::string halideInclude = "-I" SPARK_HALIDE_INCLUDE_DIR;
-    if (Error e = run({SPARK_CLANG, "-std=c11", "-O2", "-fPIC", "-mamx-tile",
-                       "-mamx-bf16", "-c", halideInclude, SPARK_AMX_MICROKERNEL,
-                       "-o", amxObject},
-                      "compiling the AMX microkernel"))
+    std::vector<StringRef> args = {SPARK_CLANG, "-std=c11", "-O2", "-fPIC"};
+    for (const char *flag : m->flags)
+      args.push_back(flag);
+    for (StringRef a : {StringRef("-c"), StringRef(halideInclude),
+                        StringRef(source), StringRef("-o"), StringRef(object)})
+      args.push_back(a);
+    if (Error e = run(args, "compiling the microkernel " + std::string(m->source)))
       return e;
-    objects.push_back(amxObject);
+    objects.push_back(object);
   }
 
   std::string driverSource = join(objDir, "spark_model_driver.c");

@@ -19,6 +19,13 @@ std::vector<TargetVariant> x86HostVariants() {
       "__builtin_cpu_supports(\"avx512vl\") && "
       "__builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\") && "
       "__builtin_cpu_supports(\"f16c\")";
+  // Cores with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4) take
+  // vdpbf16ps for bf16 weights: one instruction per 32 weights.
+  TargetVariant bf16 = avx512;
+  bf16.name = "avx512bf16";
+  bf16.cpuCondition = avx512.cpuCondition + " && __builtin_cpu_supports(\"avx512bf16\")";
+  bf16.bf16Dot = true;
+  bf16.fallback = "avx512";
   TargetVariant avx2;
   avx2.name = "avx2";
   avx2.halide = Target(base);
@@ -26,10 +33,9 @@ std::vector<TargetVariant> x86HostVariants() {
   avx2.cpuCondition = "__builtin_cpu_supports(\"avx2\") && "
                       "__builtin_cpu_supports(\"fma\") && "
                       "__builtin_cpu_supports(\"f16c\")";
-  return {avx512, avx2};
+  return {bf16, avx512, avx2};
 }
 
-const char *const kAmxMicrokernelSymbol = "spark_amx_linear_bf16";
 
 std::vector<TargetVariant> x86Variants(const std::string &target,
                                        const std::string &matrixKernel) {
@@ -49,7 +55,7 @@ std::vector<TargetVariant> x86Variants(const std::string &target,
   amx.vectorFloats = 16;
   amx.cpuCondition = "spark_amx_usable()";
   amx.matrixTiles = true;
-  amx.fallback = "avx512";
+  amx.fallback = "avx512bf16";
   amx.matrixKernel = matrixKernel;
   variants.insert(variants.begin(), amx);
   return variants;
@@ -60,17 +66,30 @@ static bool isBF16Prefill(const KernelSpec &spec) {
          spec.weightType == DType::BF16;
 }
 
-bool usesAmxMicrokernel(const TargetVariant &variant, const KernelSpec &spec) {
+const Microkernel *microkernelFor(const TargetVariant &variant,
+                                  const KernelSpec &spec) {
+  static const Microkernel amxTiles = {"spark_amx_linear_bf16", "amx_linear.c",
+                                       {"-mamx-tile", "-mamx-bf16"}};
+  static const Microkernel bf16Dot = {
+      "spark_bf16_linear", "bf16_linear.c",
+      {"-mavx512f", "-mavx512bw", "-mavx512bf16"}};
   // Whole 32-deep tiles, two 16-row A tiles per step.
-  return variant.matrixTiles && variant.matrixKernel == "tiles" &&
-         isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0;
+  if (variant.matrixTiles && variant.matrixKernel == "tiles" &&
+      isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0)
+    return &amxTiles;
+  if (variant.bf16Dot && spec.kind == KernelKind::Linear &&
+      spec.weightType == DType::BF16 && spec.in % 32 == 0)
+    return &bf16Dot;
+  return nullptr;
 }
 
 bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec) {
+  if (variant.bf16Dot)
+    return false; // its own kernels are microkernels; the rest: fallback
   if (!variant.matrixTiles)
     return true;
   // Whole 8 x 8 tiles over the rows, K in bf16 pairs.
-  return isBF16Prefill(spec) && !usesAmxMicrokernel(variant, spec) &&
+  return isBF16Prefill(spec) && !microkernelFor(variant, spec) &&
          spec.in % 2 == 0 && spec.out % 8 == 0;
 }
 

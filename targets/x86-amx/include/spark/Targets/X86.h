@@ -30,7 +30,21 @@ struct TargetVariant {
   /// AMX variants: "tiles" uses the hand-written full-depth microkernel
   /// (amx_linear.c) where its shape rules allow, "halide" Halide's lowering.
   std::string matrixKernel = "tiles";
+  /// AVX512_BF16 variant: bf16 matrix kernels run the vdpbf16ps microkernel
+  /// (bf16_linear.c); everything else comes from `fallback`.
+  bool bf16Dot = false;
 };
+
+/// A hand-written kernel behind the Halide kernel interface.
+struct Microkernel {
+  const char *symbol;
+  const char *source; // file name in targets/x86-amx/lib
+  std::vector<const char *> flags; // clang flags it needs
+};
+
+/// The microkernel `variant` runs for `spec`, or null.
+const Microkernel *microkernelFor(const TargetVariant &variant,
+                                  const KernelSpec &spec);
 
 /// The variants of `--target`: "host" (AVX-512, AVX2) or "spr" (AMX for
 /// prefill, then AVX-512, AVX2). Best first. `matrixKernel`: see above.
@@ -41,11 +55,7 @@ std::vector<TargetVariant> x86Variants(const std::string &target,
 /// linears the Halide tile schedule handles, unless the microkernel does).
 bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec);
 
-/// Whether `variant` runs `spec` on the hand-written AMX microkernel
-/// (symbol kAmxMicrokernelSymbol, source kAmxMicrokernelSource).
-bool usesAmxMicrokernel(const TargetVariant &variant, const KernelSpec &spec);
 
-extern const char *const kAmxMicrokernelSymbol;
 
 /// The host target's variants, best first; the last one is the floor.
 std::vector<TargetVariant> x86HostVariants();
