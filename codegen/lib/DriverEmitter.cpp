@@ -398,8 +398,15 @@ const spark_model_def *spark_model_definition(void);
 static double bitsPerWeight(const ModelPlan &plan) {
   double bits = 0, parameters = 0;
   for (const PackTensor &t : plan.tensors) {
-    if (t.layout != 0 || t.shape.size() != 2)
-      continue; // norms, scales, tables are counted with their matrix
+    if (t.layout != 0 || t.shape.size() != 2 || t.name.find(".scales") != std::string::npos ||
+        t.name.find(".zeros") != std::string::npos)
+      continue; // norms, tables; scales and zeros are counted with their matrix
+    if (t.group > 0) { // 4-bit codes + an f16 scale and zero per group
+      double weights = double(t.shape[0]) * double(t.codeCols);
+      parameters += weights;
+      bits += 4.0 * weights + 32.0 * weights / double(t.group);
+      continue;
+    }
     parameters += double(t.elements());
     bits += 8.0 * double(t.bytes());
     if (t.dtype == DType::I8)

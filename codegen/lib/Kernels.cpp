@@ -24,6 +24,8 @@ Type halideType(DType type) {
     return Float(16);
   case DType::I8:
     return Int(8);
+  case DType::U8:
+    return UInt(8);
   }
   return Float(32);
 }
@@ -37,13 +39,15 @@ std::string KernelSpec::name() const {
   };
   switch (kind) {
   case KernelKind::Embed:
-    os << "embed_d" << in << "_v" << out << "_" << typeSuffix(weightType);
+    os << "embed_d" << in << "_v" << out << "_"
+       << (group ? "u4g" + std::to_string(group) : typeSuffix(weightType));
     break;
   case KernelKind::RMSNorm:
     os << "rms_norm_d" << in << "_eps" << std::llround(-std::log10(epsilon) * 100);
     break;
   case KernelKind::Linear:
-    os << "linear_k" << in << "_n" << out << "_" << typeSuffix(weightType)
+    os << "linear_k" << in << "_n" << out << "_"
+       << (group ? "u4g" + std::to_string(group) : typeSuffix(weightType))
        << phaseSuffix();
     break;
   case KernelKind::Rope:
@@ -110,19 +114,32 @@ void buildEmbed(KernelAlgorithm &k) {
   ImageParam table(halideType(s.weightType), 2, "table");
   Func out("embed");
   Expr id = clamp(ids(k.y), 0, int(s.out) - 1);
-  Expr value = cast<float>(table(k.x, id));
-  ImageParam scales(Float(32), 1, "scales");
-  if (s.weightType == DType::I8) { // int8 codes, one scale per row
-    scales.dim(0).set_bounds(0, int(s.out));
-    value = value * scales(id);
+  ImageParam scales(s.group ? Float(16) : Float(32), s.group ? 2 : 1, "scales");
+  ImageParam zeros(Float(16), 2, "zeros");
+  Expr value;
+  int storedCols = int(s.in);
+  if (s.group) { // 4-bit: (code - zero) * scale of the column's group
+    storedCols = int(s.in / 2);
+    Expr byte = table(k.x / 2, id);
+    Expr code = cast<float>(select(k.x % 2 == 0, byte & 15, byte >> 4));
+    Expr g = k.x / int(s.group);
+    value = (code - cast<float>(zeros(g, id))) * cast<float>(scales(g, id));
+  } else {
+    value = cast<float>(table(k.x, id));
+    if (s.weightType == DType::I8) { // int8 codes, one scale per row
+      scales.dim(0).set_bounds(0, int(s.out));
+      value = value * scales(id);
+    }
   }
   out(k.x, k.y) = value;
-  table.dim(0).set_bounds(0, int(s.in));
-  table.dim(1).set_bounds(0, int(s.out)).set_stride(int(s.in));
+  table.dim(0).set_bounds(0, storedCols);
+  table.dim(1).set_bounds(0, int(s.out)).set_stride(storedCols);
   k.output = out;
   k.arguments = {ids, table};
-  if (s.weightType == DType::I8)
+  if (s.weightType == DType::I8 || s.group)
     k.arguments.push_back(scales);
+  if (s.group)
+    k.arguments.push_back(zeros);
 }
 
 void buildRMSNorm(KernelAlgorithm &k) {
@@ -147,11 +164,23 @@ void buildLinear(KernelAlgorithm &k) {
   ImageParam x(Float(32), 2, "x");
   ImageParam w(halideType(s.weightType), 2, "w");
   k.reduction = RDom(0, int(s.in), "r");
+  RVar r = k.reduction.x;
   Func dot("dot");
   dot(k.x, k.y) = 0.0f;
-  dot(k.x, k.y) += cast<float>(w(k.reduction, k.x)) * x(k.reduction, k.y);
+  ImageParam scales(s.group ? Float(16) : Float(32), s.group ? 2 : 1, "scales");
+  ImageParam zeros(Float(16), 2, "zeros");
+  int storedCols = int(s.in);
+  if (s.group) { // 4-bit: (code - zero) * scale of the input's group
+    storedCols = int(s.in / 2);
+    Expr byte = w(r / 2, k.x);
+    Expr code = cast<float>(select(r % 2 == 0, byte & 15, byte >> 4));
+    Expr g = r / int(s.group);
+    dot(k.x, k.y) += (code - cast<float>(zeros(g, k.x))) *
+                     cast<float>(scales(g, k.x)) * x(r, k.y);
+  } else {
+    dot(k.x, k.y) += cast<float>(w(r, k.x)) * x(r, k.y);
+  }
   Func out("linear");
-  ImageParam scales(Float(32), 1, "scales");
   if (s.weightType == DType::I8) { // int8 codes, one scale per output row
     scales.dim(0).set_bounds(0, int(s.out));
     out(k.x, k.y) = dot(k.x, k.y) * scales(k.x);
@@ -160,12 +189,14 @@ void buildLinear(KernelAlgorithm &k) {
   }
   k.accumulator = dot;
   x.dim(0).set_bounds(0, int(s.in));
-  w.dim(0).set_bounds(0, int(s.in));
-  w.dim(1).set_bounds(0, int(s.out)).set_stride(int(s.in));
+  w.dim(0).set_bounds(0, storedCols);
+  w.dim(1).set_bounds(0, int(s.out)).set_stride(storedCols);
   k.output = out;
   k.arguments = {x, w};
-  if (s.weightType == DType::I8)
+  if (s.weightType == DType::I8 || s.group)
     k.arguments.push_back(scales);
+  if (s.group)
+    k.arguments.push_back(zeros);
 }
 
 void buildLinearTiles(KernelAlgorithm &k) {

@@ -2,6 +2,7 @@
 #include "spark/Codegen/ModelPlan.h"
 
 #include "spark/Dialect/SparkOps.h"
+#include "spark/Import/FloatFormats.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -38,7 +39,50 @@ int64_t PackTensor::elements() const {
   return n;
 }
 
+int quantizeInt4(float value, const Int4Group &g) {
+  float code = std::nearbyint(value / g.scale + g.zero);
+  return int(code < 0.0f ? 0.0f : code > 15.0f ? 15.0f : code);
+}
+
+Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n) {
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, value(i));
+    hi = std::max(hi, value(i));
+  }
+  Int4Group best;
+  double bestError = -1.0;
+  for (float shrink : {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f}) {
+    Int4Group g;
+    float a = lo * shrink, b = hi * shrink;
+    g.scale = b > a ? (b - a) / 15.0f : 1.0f;
+    g.zero = std::nearbyint(-a / g.scale);
+    g.zero = std::min(15.0f, std::max(0.0f, g.zero));
+    double error = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      double d = (quantizeInt4(value(i), g) - g.zero) * g.scale - value(i);
+      error += d * d;
+    }
+    if (bestError < 0.0 || error < bestError) {
+      bestError = error;
+      best = g;
+    }
+  }
+  return best;
+}
+
+int PackTensor::code4(int64_t row, int64_t col) const {
+  int64_t groups = codeCols / group;
+  const Int4Group g{groupScales[row * groups + col / group],
+                    groupZeros[row * groups + col / group]};
+  return quantizeInt4(value(row * codeCols + col), g);
+}
+
 float PackTensor::element(int64_t i) const {
+  if (group > 0) { // a byte of two 4-bit codes
+    int64_t row = i / (codeCols / 2), pair = i % (codeCols / 2);
+    return float(code4(row, 2 * pair) + 16 * code4(row, 2 * pair + 1));
+  }
   if (!rowScales.empty()) // a code: the value over its row's scale
     return value(i) / rowScales[i / shape.back()];
   return value(i);
@@ -110,6 +154,7 @@ private:
   std::map<std::string, int> kernelIndex;
   llvm::StringMap<int> tensorIndex;
   llvm::StringMap<int> scalesIndex; // quantized weight -> its scales tensor
+  llvm::StringMap<int> zerosIndex;  // 4-bit weight -> its zero points
   int currentStep() const { return int(plan.steps.size()); }
 };
 
@@ -168,7 +213,45 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
     tensor.shape = source->shape;
     tensor.source = source;
   }
-  if (weight && weight.getQuant()) {
+  if (weight && weight.getQuantAttr() && weight.getQuantAttr().getBits() == 4) {
+    // w4a16: asymmetric 4-bit codes in groups along the input dimension.
+    const int64_t rows = tensor.shape[0], cols = tensor.shape.back();
+    const int64_t group = weight.getQuantAttr().getGroupSize();
+    const int64_t groups = cols / group;
+    tensor.dtype = DType::U8;
+    tensor.codeCols = cols;
+    tensor.group = group;
+    tensor.groupScales.resize(rows * groups);
+    tensor.groupZeros.resize(rows * groups);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t g = 0; g < groups; ++g) {
+        Int4Group q = searchInt4Group(
+            [&](int64_t c) { return tensor.value(r * cols + g * group + c); },
+            group);
+        tensor.groupScales[r * groups + g] = q.scale;
+        tensor.groupZeros[r * groups + g] = q.zero;
+      }
+      if ((r + 1) % 1024 == 0 && tensor.source)
+        releaseResidentPages(*tensor.source, (r + 1 - 1024) * cols, 1024 * cols);
+    }
+    for (auto [suffix, values] : {std::pair{".scales", &tensor.groupScales},
+                                  {".zeros", &tensor.groupZeros}}) {
+      // Half precision: 4 + 2 x 16 / 128 = 4.25 bits per weight. Zero points
+      // (0..15) are exact; scales are rounded to f16 here so the codes
+      // below are chosen against the scales the kernels will read.
+      PackTensor side;
+      side.name = tensor.name + suffix;
+      side.dtype = DType::F16;
+      side.shape = std::vector<int64_t>{rows, groups};
+      for (float &v : *values)
+        v = halfToFloat(floatToHalf(v));
+      side.values = *values;
+      (suffix == std::string(".scales") ? scalesIndex : zerosIndex)[symbol.getValue()] =
+          int(plan.tensors.size());
+      plan.tensors.push_back(std::move(side));
+    }
+    tensor.shape = std::vector<int64_t>{rows, cols / 2}; // bytes
+  } else if (weight && weight.getQuant()) {
     // w8a16: symmetric int8 per output row; scale = max |row| / 127.
     tensor.dtype = DType::I8;
     const int64_t rows = tensor.shape[0], cols = tensor.shape.back();
@@ -351,6 +434,9 @@ llvm::Error Planner::lower(Operation *op) {
     spec.in = width(embed.getResult());
     spec.out = plan.tensors[table].shape[0];
     spec.weightType = plan.tensors[table].dtype;
+    spec.group = plan.tensors[table].group;
+    if (spec.group > 0)
+      spec.out = plan.tensors[table].shape[0];
     step.kernel = kernel(spec);
     View ids;
     ids.base = View::Base::Tokens;
@@ -358,8 +444,10 @@ llvm::Error Planner::lower(Operation *op) {
     ids.hasRows = true;
     ids.rowStride = 1;
     step.args = {viewArg(ids), viewArg(weightView(table))};
-    if (spec.weightType == DType::I8)
+    if (spec.weightType == DType::I8 || spec.weightType == DType::U8)
       step.args.push_back(viewArg(weightView(scalesIndex.lookup(embed.getTable()))));
+    if (spec.weightType == DType::U8)
+      step.args.push_back(viewArg(weightView(zerosIndex.lookup(embed.getTable()))));
     step.args.push_back(output(embed.getResult()));
   } else if (auto norm = dyn_cast<RMSNormOp>(op)) {
     if (norm.getOutputScale())
@@ -388,13 +476,16 @@ llvm::Error Planner::lower(Operation *op) {
     spec.in = width(in);
     spec.out = width(result);
     spec.weightType = plan.tensors[w].dtype;
+    spec.group = plan.tensors[w].group;
     spec.phase = Phase::Prefill;
     step.kernel = kernel(spec);
     spec.phase = Phase::Decode;
     step.decodeKernel = kernel(spec);
     step.args = {input(in), viewArg(weightView(w))};
-    if (spec.weightType == DType::I8)
+    if (spec.weightType == DType::I8 || spec.weightType == DType::U8)
       step.args.push_back(viewArg(weightView(scalesIndex.lookup(symbol.getValue()))));
+    if (spec.weightType == DType::U8)
+      step.args.push_back(viewArg(weightView(zerosIndex.lookup(symbol.getValue()))));
     if (isa<LogitsOp>(op)) {
       step.headRows = true;
       storage[result] = {Storage::Kind::Logits, 0, 0, width(result)};

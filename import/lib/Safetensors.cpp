@@ -29,15 +29,22 @@ StringRef dtypeName(DType dtype) {
     return "BF16";
   case DType::I8:
     return "I8";
+  case DType::U8:
+    return "U8";
   }
   llvm_unreachable("unknown dtype");
 }
 
 size_t dtypeSize(DType dtype) {
-  return dtype == DType::F32 ? 4 : dtype == DType::I8 ? 1 : 2;
+  return dtype == DType::F32 ? 4 : (dtype == DType::I8 || dtype == DType::U8) ? 1 : 2;
 }
 
 void encodeElement(float value, DType dtype, uint8_t *out) {
+  if (dtype == DType::U8) { // a byte value 0..255
+    float r = std::nearbyint(value);
+    *out = uint8_t(r > 255.0f ? 255.0f : r < 0.0f ? 0.0f : r);
+    return;
+  }
   if (dtype == DType::I8) { // already a code: round and saturate
     float r = std::nearbyint(value);
     *out = uint8_t(int8_t(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r));
@@ -71,6 +78,7 @@ template <typename T> T load(const uint8_t *p) {
 int64_t firstNonFinite(const uint8_t *data, int64_t n, DType dtype) {
   switch (dtype) {
   case DType::I8:
+  case DType::U8:
     return -1; // integers are always finite
   case DType::F32:
     for (int64_t i = 0; i < n; ++i)
@@ -138,6 +146,8 @@ float TensorView::element(int64_t i) const {
     return bf16ToFloat(load<uint16_t>(data + 2 * i));
   case DType::I8:
     return float(int8_t(data[i]));
+  case DType::U8:
+    return float(data[i]);
   }
   return 0.0f;
 }

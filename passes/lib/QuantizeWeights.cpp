@@ -19,9 +19,9 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (scheme != "w8a16") {
+    if (scheme != "w8a16" && scheme != "w4a16") {
       module.emitError() << "spark-quantize-weights: scheme '" << scheme
-                         << "' is not implemented; expected w8a16";
+                         << "' is not implemented; expected w8a16 or w4a16";
       return signalPassFailure();
     }
     SymbolTable symbols(module);
@@ -41,14 +41,19 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
           weights.insert(weight);
     });
     MLIRContext *context = &getContext();
-    auto quant = QuantAttr::get(context, 8, /*group_size=*/0, /*symmetric=*/true);
+    auto int8 = QuantAttr::get(context, 8, /*group_size=*/0, /*symmetric=*/true);
+    // w4a16: asymmetric 4-bit codes in groups of 128 along the input
+    // dimension; a matrix whose rows do not split into whole groups keeps
+    // int8 per output channel.
+    auto int4 = QuantAttr::get(context, 4, /*group_size=*/128, /*symmetric=*/false);
     for (WeightOp weight : weights) {
       if (weight.getQuant())
         continue;
       auto type = weight.getTensorType();
-      weight.setType(RankedTensorType::get(type.getShape(),
-                                           IntegerType::get(context, 8)));
-      weight.setQuantAttr(quant);
+      bool fourBit = scheme == "w4a16" && type.getDimSize(1) % 128 == 0;
+      weight.setType(RankedTensorType::get(
+          type.getShape(), IntegerType::get(context, fourBit ? 4 : 8)));
+      weight.setQuantAttr(fourBit ? int4 : int8);
     }
   }
 };

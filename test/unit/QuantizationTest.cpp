@@ -53,3 +53,38 @@ TEST(Int8Packer, ErrorWithinHalfAStep) {
 }
 
 } // namespace
+
+namespace {
+
+// 4-bit groups: every code is in 0..15 and the reconstruction error of each
+// value stays within half a grid step (values inside the searched range).
+TEST(Int4Packer, GroupCodesAndError) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> uniform(-0.7f, 1.3f);
+  std::vector<float> group(128);
+  for (float &v : group)
+    v = uniform(rng);
+  Int4Group g =
+      searchInt4Group([&](int64_t i) { return group[i]; }, int64_t(group.size()));
+  EXPECT_GE(g.zero, 0.0f);
+  EXPECT_LE(g.zero, 15.0f);
+  EXPECT_EQ(g.zero, std::nearbyint(g.zero));
+  double error = 0.0, signal = 0.0;
+  for (float v : group) {
+    int code = quantizeInt4(v, g);
+    ASSERT_GE(code, 0);
+    ASSERT_LE(code, 15);
+    float back = (float(code) - g.zero) * g.scale;
+    if (v >= -g.zero * g.scale && v <= (15.0f - g.zero) * g.scale)
+      ASSERT_LE(std::fabs(back - v), 0.5f * g.scale * (1.0f + 1e-5f));
+    error += (back - v) * (back - v);
+    signal += v * v;
+  }
+  // A 4-bit grid over this range: about 20 dB or better.
+  EXPECT_GT(10.0 * std::log10(signal / error), 18.0);
+  // Codes round-trip exactly: the grid points quantize to themselves.
+  for (int code = 0; code <= 15; ++code)
+    EXPECT_EQ(quantizeInt4((float(code) - g.zero) * g.scale, g), code);
+}
+
+} // namespace

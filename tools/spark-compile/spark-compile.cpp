@@ -98,8 +98,9 @@ cl::opt<std::string> amxKernel(
 
 cl::opt<std::string> quant(
     "quant",
-    cl::desc("Weight quantization: none (default) or w8a16 (int8 weights per "
-             "output channel, the head included, the head-wise gate kept)"),
+    cl::desc("Weight quantization: none (default), w8a16 (int8 weights per "
+             "output channel) or w4a16 (4-bit, groups of 128); the head is "
+             "included, the head-wise gate kept"),
     cl::init("none"), cl::cat(category));
 
 cl::opt<bool> quiet("quiet", cl::desc("No progress output"), cl::init(false),
@@ -285,9 +286,9 @@ int main(int argc, char **argv) {
   if (maxChunk < 1 || maxChunk > maxContext)
     return fail("--max-chunk must be between 1 and --max-context (" +
                 Twine(maxContext) + "), got " + Twine(maxChunk));
-  if (quant != "none" && quant != "w8a16")
-    return fail("--quant=" + quant + " is not implemented yet; expected none "
-                "or w8a16 (w8a8, w4a16, w4a8 come later)");
+  if (quant != "none" && quant != "w8a16" && quant != "w4a16")
+    return fail("--quant=" + quant + " is not implemented yet; expected none, "
+                "w8a16 or w4a16 (w8a8 and w4a8 come later)");
   if (amxKernel != "tiles" && amxKernel != "halide")
     return fail("--amx-kernel=" + amxKernel + " is not known; expected tiles "
                 "or halide");

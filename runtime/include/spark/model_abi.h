@@ -22,6 +22,7 @@ typedef enum spark_dtype {
   SPARK_DTYPE_F16 = 1,
   SPARK_DTYPE_BF16 = 2,
   SPARK_DTYPE_I8 = 3, /* quantized codes (scales in a companion tensor) */
+  SPARK_DTYPE_U8 = 4, /* bytes of two 4-bit codes (low nibble first) */
 } spark_dtype;
 
 /* How a pack tensor is laid out (what its kernel reads). */

@@ -50,6 +50,7 @@ struct KernelSpec {
   int64_t window = 0; // Attention: 0 for a full layer
   int64_t slots = 0;  // Attention: cache slots
   int64_t block = 0;  // Rope: positions per coarse table row
+  int64_t group = 0;  // Linear/Embed with 4-bit weights (U8 bytes): group size
   bool ring = false;  // Attention: ring cache
   bool gated = false; // Attention: sigmoid head gate in the epilogue
   // Binary / Unary: the operation (Pow: `parameter` is the exponent). A

@@ -46,6 +46,13 @@ struct PackTensor {
   std::vector<float> values;          // or values computed at compile time
   /// Quantized (dtype I8): each row's scale; element() returns the code.
   std::vector<float> rowScales;
+  /// 4-bit (dtype U8, two codes a byte, low nibble first; shape [N, K/2]):
+  /// the logical row length K, the group size and each group's scale and
+  /// zero point ([N][K / group]); element() returns the packed byte.
+  int64_t codeCols = 0, group = 0;
+  std::vector<float> groupScales, groupZeros;
+  /// The 4-bit code of logical element (row, col).
+  int code4(int64_t row, int64_t col) const;
 
   /// Element i (row-major) as stored: the value, or for a quantized tensor
   /// its (not yet rounded) code.
@@ -118,6 +125,15 @@ llvm::Expected<ModelPlan> planModel(mlir::ModuleOp module,
 /// The scale of symmetric int8 quantization of one row: max |value| / 127
 /// (1 for an all-zero row), so every value maps to a code in [-127, 127].
 float symmetricInt8Scale(llvm::function_ref<float(int64_t)> value, int64_t n);
+
+/// Asymmetric 4-bit quantization of one group: codes 0..15 with
+/// value ~ (code - zero) * scale. Searches a few shrinkings of the [min, max]
+/// range and keeps the one with the smallest squared error.
+struct Int4Group {
+  float scale = 1.0f, zero = 0.0f;
+};
+Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n);
+int quantizeInt4(float value, const Int4Group &g);
 
 /// 64-bit FNV-1a, for the config and ABI hashes.
 uint64_t fnv1a(llvm::StringRef text, uint64_t seed = 0xcbf29ce484222325ull);

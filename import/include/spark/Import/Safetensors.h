@@ -22,9 +22,9 @@
 namespace spark {
 
 /// Element types of stored tensors. The values match spark_dtype of the
-/// runtime's model_abi.h. Checkpoints hold F32/F16/BF16; I8 is for
-/// quantized codes in a weight pack.
-enum class DType { F32 = 0, F16 = 1, BF16 = 2, I8 = 3 };
+/// runtime's model_abi.h. Checkpoints hold F32/F16/BF16; I8 is for int8
+/// codes in a weight pack, U8 for bytes of two packed 4-bit codes.
+enum class DType { F32 = 0, F16 = 1, BF16 = 2, I8 = 3, U8 = 4 };
 
 llvm::StringRef dtypeName(DType dtype); // "F32", "F16", "BF16", "I8"
 size_t dtypeSize(DType dtype);

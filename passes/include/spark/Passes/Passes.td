@@ -88,7 +88,8 @@ def SparkFuseProjections : Pass<"spark-fuse-projections", "mlir::ModuleOp"> {
 }
 
 def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
-  let summary = "Quantize the matrix weights (w8a16: int8, per output channel)";
+  let summary = "Quantize the matrix weights (w8a16: int8 per output channel; "
+                "w4a16: 4-bit asymmetric, groups of 128)";
   let description = [{
     Marks every weight a `spark.linear`, `spark.logits` or `spark.embed`
     reads as quantized: its stored type becomes integer codes and it gets a
@@ -106,7 +107,7 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"scheme", "scheme", "std::string", /*default=*/"\"w8a16\"",
-           "Quantization scheme (w8a16)">
+           "Quantization scheme (w8a16 or w4a16)">
   ];
   let dependentDialects = ["spark::SparkDialect"];
 }
