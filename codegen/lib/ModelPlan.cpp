@@ -231,8 +231,12 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
         tensor.groupScales[r * groups + g] = q.scale;
         tensor.groupZeros[r * groups + g] = q.zero;
       }
-      if ((r + 1) % 1024 == 0 && tensor.source)
-        releaseResidentPages(*tensor.source, (r + 1 - 1024) * cols, 1024 * cols);
+      if ((r + 1) % 1024 == 0) {
+        if (tensor.source)
+          releaseResidentPages(*tensor.source, (r + 1 - 1024) * cols, 1024 * cols);
+        for (const TensorView *part : tensor.parts)
+          releaseResidentPages(*part, 0, part->numElements());
+      }
     }
     for (auto [suffix, values] : {std::pair{".scales", &tensor.groupScales},
                                   {".zeros", &tensor.groupZeros}}) {
