@@ -254,13 +254,24 @@ public:
     os << "\n/* Best variant this CPU can run (CPUID), or NULL. The environment\n"
           " * variable SPARK_X86_VARIANT restricts the choice to one variant\n"
           " * (still only if the CPU has its features), for testing. */\n"
-          "static const spark_kernels *select_kernels(void) {\n"
+          "static const spark_kernels *find_kernels(void) {\n"
           "  const char *only = getenv(\"SPARK_X86_VARIANT\");\n"
           "  __builtin_cpu_init();\n";
     for (const TargetVariant &v : variants)
       os << "  if ((!only || strcmp(only, \"" << v.name << "\") == 0) &&\n      "
          << v.cpuCondition << ")\n    return &kernels_" << v.name << ";\n";
-    os << "  return NULL;\n}\n\n";
+    os << "  return NULL;\n}\n\n"
+          "/* CPUID, the environment and the AMX permission do not change while\n"
+          " * the process runs: decide once, not on every step (the AMX check\n"
+          " * is a system call). Racing first callers compute the same value. */\n"
+          "static const spark_kernels *select_kernels(void) {\n"
+          "  static const spark_kernels *chosen;\n"
+          "  static int decided;\n"
+          "  if (!__atomic_load_n(&decided, __ATOMIC_ACQUIRE)) {\n"
+          "    __atomic_store_n(&chosen, find_kernels(), __ATOMIC_RELAXED);\n"
+          "    __atomic_store_n(&decided, 1, __ATOMIC_RELEASE);\n"
+          "  }\n"
+          "  return __atomic_load_n(&chosen, __ATOMIC_RELAXED);\n}\n\n";
     std::string names;
     for (const TargetVariant &v : variants)
       names += (names.empty() ? "" : ", ") + v.name;

@@ -71,6 +71,19 @@ Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n) {
   return best;
 }
 
+void PackTensor::releaseValues(int64_t first, int64_t count) const {
+  if (source)
+    releaseResidentPages(*source, first, count);
+  int64_t partStart = 0;
+  for (const TensorView *part : parts) {
+    int64_t from = std::max(first, partStart),
+            to = std::min(first + count, partStart + part->numElements());
+    if (to > from)
+      releaseResidentPages(*part, from - partStart, to - from);
+    partStart += part->numElements();
+  }
+}
+
 int PackTensor::code4(int64_t row, int64_t col) const {
   int64_t groups = codeCols / group;
   const Int4Group g{groupScales[row * groups + col / group],
@@ -231,12 +244,8 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
         tensor.groupScales[r * groups + g] = q.scale;
         tensor.groupZeros[r * groups + g] = q.zero;
       }
-      if ((r + 1) % 1024 == 0) {
-        if (tensor.source)
-          releaseResidentPages(*tensor.source, (r + 1 - 1024) * cols, 1024 * cols);
-        for (const TensorView *part : tensor.parts)
-          releaseResidentPages(*part, 0, part->numElements());
-      }
+      if ((r + 1) % 1024 == 0) // bounded RSS while streaming the checkpoint
+        tensor.releaseValues((r + 1 - 1024) * cols, 1024 * cols);
     }
     for (auto [suffix, values] : {std::pair{".scales", &tensor.groupScales},
                                   {".zeros", &tensor.groupZeros}}) {
@@ -262,20 +271,13 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
     tensor.rowScales.resize(rows);
     // The scan streams the checkpoint mapping: release what it read every
     // 1024 rows to keep RSS bounded.
-    auto release = [&](int64_t fromRow, int64_t toRow) {
-      if (tensor.source)
-        releaseResidentPages(*tensor.source, fromRow * cols,
-                             (toRow - fromRow) * cols);
-      for (const TensorView *part : tensor.parts)
-        releaseResidentPages(*part, 0, part->numElements());
-    };
     for (int64_t r = 0; r < rows; ++r) {
       tensor.rowScales[r] = symmetricInt8Scale(
           [&](int64_t c) { return tensor.value(r * cols + c); }, cols);
       if ((r + 1) % 1024 == 0)
-        release(r + 1 - 1024, r + 1);
+        tensor.releaseValues((r + 1 - 1024) * cols, 1024 * cols);
     }
-    release(rows / 1024 * 1024, rows);
+    tensor.releaseValues(rows / 1024 * 1024 * cols, (rows % 1024) * cols);
     PackTensor scales;
     scales.name = tensor.name + ".scales";
     scales.shape = {rows};

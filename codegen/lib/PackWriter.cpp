@@ -89,16 +89,7 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
       os.write(reinterpret_cast<const char *>(chunk.data()), chunk.size());
       offset += chunk.size();
       // The sources are file mappings: drop what was read from our RSS.
-      if (t.source)
-        releaseResidentPages(*t.source, first, count);
-      int64_t partStart = 0;
-      for (const TensorView *part : t.parts) {
-        int64_t from = std::max(first, partStart),
-                to = std::min(first + count, partStart + part->numElements());
-        if (to > from)
-          releaseResidentPages(*part, from - partStart, to - from);
-        partStart += part->numElements();
-      }
+      t.releaseValues(first * t.valuesPerElement(), count * t.valuesPerElement());
     }
     e.checksum = spark_checksum_final(&checksum);
   }

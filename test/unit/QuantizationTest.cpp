@@ -75,8 +75,9 @@ TEST(Int4Packer, GroupCodesAndError) {
     ASSERT_GE(code, 0);
     ASSERT_LE(code, 15);
     float back = (float(code) - g.zero) * g.scale;
-    if (v >= -g.zero * g.scale && v <= (15.0f - g.zero) * g.scale)
+    if (v >= -g.zero * g.scale && v <= (15.0f - g.zero) * g.scale) {
       ASSERT_LE(std::fabs(back - v), 0.5f * g.scale * (1.0f + 1e-5f));
+    }
     error += (back - v) * (back - v);
     signal += v * v;
   }

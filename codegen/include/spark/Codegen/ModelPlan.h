@@ -59,6 +59,11 @@ struct PackTensor {
   float element(int64_t i) const;
   /// Element i's real value, whichever the origin.
   float value(int64_t i) const;
+  /// Drops the checkpoint pages behind values [first, first + count) (value
+  /// indices, not stored elements) from the process's resident set.
+  void releaseValues(int64_t first, int64_t count) const;
+  /// Values one stored element holds (2 for packed 4-bit codes).
+  int64_t valuesPerElement() const { return group > 0 ? 2 : 1; }
 
   int64_t elements() const;
   uint64_t bytes() const;
