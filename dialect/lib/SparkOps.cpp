@@ -168,7 +168,21 @@ LogicalResult RMSNormOp::verifySymbolUses(SymbolTableCollection &symbols) {
                          {lastDim(getInput())});
 }
 
+/// Activation quantization is dynamic int8 per token: 8 bits, symmetric,
+/// no groups.
+static LogicalResult verifyInputQuant(Operation *op, QuantAttr quant) {
+  if (quant && (quant.getBits() != 8 || !quant.getSymmetric() ||
+                quant.getGroupSize() != 0))
+    return op->emitOpError()
+           << "input_quant must be #spark.quant<bits = 8, group_size = 0, "
+              "symmetric = true> (int8 per token), got "
+           << quant;
+  return success();
+}
+
 LogicalResult LinearOp::verify() {
+  if (failed(verifyInputQuant(*this, getInputQuantAttr())))
+    return failure();
   return verifyRowsAgree(*this, getInput(), getResult(), "input and result");
 }
 
@@ -178,6 +192,8 @@ LogicalResult LinearOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 LogicalResult LogitsOp::verify() {
+  if (failed(verifyInputQuant(*this, getInputQuantAttr())))
+    return failure();
   return verifyRowsAgree(*this, getInput(), getResult(), "input and result");
 }
 

@@ -25,7 +25,8 @@ struct FuseProjections : spark::impl::SparkFuseProjectionsBase<FuseProjections> 
       llvm::MapVector<Value, SmallVector<LinearOp>> groups;
       for (auto linear : block->getOps<LinearOp>()) {
         auto weight = symbols.lookup<WeightOp>(linear.getWeight());
-        if (!weight || weight.getQuant() || feedsHeadGate(linear))
+        if (!weight || weight.getQuant() || linear.getInputQuant() ||
+            feedsHeadGate(linear))
           continue;
         groups[linear.getInput()].push_back(linear);
       }
@@ -66,7 +67,7 @@ struct FuseProjections : spark::impl::SparkFuseProjectionsBase<FuseProjections> 
                                   builder.getF32Type());
         Value fused = LinearOp::create(
             builder, first.getLoc(), resultType, input,
-            FlatSymbolRefAttr::get(stacked.getSymNameAttr()));
+            FlatSymbolRefAttr::get(stacked.getSymNameAttr()), QuantAttr());
         SmallVector<Type> pieceTypes;
         for (LinearOp linear : linears)
           pieceTypes.push_back(linear.getResult().getType());

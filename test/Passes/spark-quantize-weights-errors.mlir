@@ -1,5 +1,5 @@
-// RUN: not spark-opt %s --spark-quantize-weights=scheme=w4a8 2>&1 | FileCheck %s
-// CHECK: spark-quantize-weights: scheme 'w4a8' is not implemented; expected w8a16 or w4a16
+// RUN: not spark-opt %s --spark-quantize-weights=scheme=w2a16 2>&1 | FileCheck %s
+// CHECK: spark-quantize-weights: unknown scheme 'w2a16'; expected w8a16, w8a8, w4a16 or w4a8
 func.func @f() {
   return
 }

@@ -134,6 +134,24 @@ func.func @f(%x: tensor<4x16xf32>) -> tensor<5x32xf32> {
 // -----
 
 spark.weight @w : tensor<32x16xf32>
+func.func @f(%x: tensor<4x16xf32>) -> tensor<4x32xf32> {
+  // expected-error @+1 {{input_quant must be #spark.quant<bits = 8, group_size = 0, symmetric = true> (int8 per token), got #spark.quant<bits = 4, group_size = 0, symmetric = true>}}
+  %y = spark.linear %x weight @w {input_quant = #spark.quant<bits = 4, group_size = 0, symmetric = true>} : tensor<4x16xf32> -> tensor<4x32xf32>
+  return %y : tensor<4x32xf32>
+}
+
+// -----
+
+spark.weight @head : tensor<32x16xf32>
+func.func @f(%x: tensor<4x16xf32>) -> tensor<4x32xf32> {
+  // expected-error @+1 {{input_quant must be #spark.quant<bits = 8, group_size = 0, symmetric = true> (int8 per token), got #spark.quant<bits = 8, group_size = 0, symmetric = false>}}
+  %y = spark.logits %x head @head {input_quant = #spark.quant<bits = 8, group_size = 0, symmetric = false>} : tensor<4x16xf32> -> tensor<4x32xf32>
+  return %y : tensor<4x32xf32>
+}
+
+// -----
+
+spark.weight @w : tensor<32x16xf32>
 func.func @f(%x: tensor<4x16xf32>) -> tensor<32xf32> {
   // expected-error @+1 {{input and result must have the same rank (2 vs 1)}}
   %y = spark.linear %x weight @w : tensor<4x16xf32> -> tensor<32xf32>

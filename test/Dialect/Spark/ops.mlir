@@ -46,7 +46,10 @@ func.func @rms_norm(%x: tensor<?x16xf32>) -> (tensor<?x16xf32>, tensor<?x16xf32>
 func.func @linear(%x: tensor<?x16xf32>) -> tensor<?x64xf32> {
   // CHECK: spark.linear %[[X]] weight @qkv : tensor<?x16xf32> -> tensor<?x64xf32>
   %y = spark.linear %x weight @qkv : tensor<?x16xf32> -> tensor<?x64xf32>
-  return %y : tensor<?x64xf32>
+  // CHECK: spark.linear %[[X]] weight @qkv {input_quant = #spark.quant<bits = 8, group_size = 0, symmetric = true>} : tensor<?x16xf32> -> tensor<?x64xf32>
+  %z = spark.linear %x weight @qkv {input_quant = #spark.quant<bits = 8, group_size = 0, symmetric = true>} : tensor<?x16xf32> -> tensor<?x64xf32>
+  %s = spark.add %y, %z : tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x64xf32>
+  return %s : tensor<?x64xf32>
 }
 
 // CHECK-LABEL: func @logits

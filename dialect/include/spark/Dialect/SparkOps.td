@@ -168,7 +168,15 @@ def Spark_RMSNormOp : Spark_WeightUserOp<"rms_norm"> {
 
 def Spark_LinearOp : Spark_WeightUserOp<"linear"> {
   let summary = "y = x * W^T with W stored [out_features, in_features]";
-  let arguments = (ins Spark_Activation:$input, FlatSymbolRefAttr:$weight);
+  let description = [{
+    With `input_quant` (`#spark.quant<bits = 8, group_size = 0, symmetric =
+    true>`, what `spark-quantize-weights` sets for w8a8 and w4a8), each input
+    row is quantized at run time to symmetric int8 codes with its own scale
+    (max |x| / 127) and the product accumulates the integer codes in int32:
+    dynamic per-token activation quantization.
+  }];
+  let arguments = (ins Spark_Activation:$input, FlatSymbolRefAttr:$weight,
+                       OptionalAttr<Spark_QuantAttr>:$input_quant);
   let results = (outs Spark_Activation:$result);
   let assemblyFormat = "$input `weight` $weight attr-dict `:` type($input) "
                        "`->` type($result)";
@@ -180,9 +188,10 @@ def Spark_LogitsOp : Spark_WeightUserOp<"logits"> {
   let description = [{
     The output head, apart from `spark.linear` because it is the largest
     matrix and may be tied to the embedding table (`head` then names the
-    embedding weight).
+    embedding weight). `input_quant`: as for `spark.linear`.
   }];
-  let arguments = (ins Spark_Activation:$input, FlatSymbolRefAttr:$head);
+  let arguments = (ins Spark_Activation:$input, FlatSymbolRefAttr:$head,
+                       OptionalAttr<Spark_QuantAttr>:$input_quant);
   let results = (outs Spark_Activation:$result);
   let assemblyFormat = "$input `head` $head attr-dict `:` type($input) `->` "
                        "type($result)";

@@ -88,8 +88,7 @@ def SparkFuseProjections : Pass<"spark-fuse-projections", "mlir::ModuleOp"> {
 }
 
 def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
-  let summary = "Quantize the matrix weights (w8a16: int8 per output channel; "
-                "w4a16: 4-bit asymmetric, groups of 128)";
+  let summary = "Quantize the matrix weights (w8a16, w8a8, w4a16, w4a8)";
   let description = [{
     Marks every weight a `spark.linear`, `spark.logits` or `spark.embed`
     reads as quantized: its stored type becomes integer codes and it gets a
@@ -99,6 +98,13 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
     the head). The head-wise gate projection stays in full precision. Norms
     and RoPE tables are not weights of this kind and stay fp32.
 
+    Schemes: `w8a16` int8 codes, one scale per output channel; `w4a16` 4-bit
+    asymmetric codes in groups of 128 along the input dimension; `w8a8` and
+    `w4a8` the same weights as w8a16 and symmetric 4-bit ((code - 8) * scale,
+    groups of 128), and each `spark.linear` / `spark.logits` that reads a
+    quantized weight gets `input_quant` (int8 activations per token). A
+    matrix whose rows are not whole groups of 128 stays int8.
+
     ```mlir
     spark.weight @w : tensor<64x16xbf16>
     // becomes
@@ -107,7 +113,7 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"scheme", "scheme", "std::string", /*default=*/"\"w8a16\"",
-           "Quantization scheme (w8a16 or w4a16)">
+           "Quantization scheme: w8a16, w8a8, w4a16 or w4a8">
   ];
   let dependentDialects = ["spark::SparkDialect"];
 }
