@@ -11,6 +11,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <set>
 
 using namespace llvm;
@@ -231,14 +232,14 @@ public:
         if (compilesKernel(variant, plan.kernels[i]))
           os << "extern int " << kernelSymbol(plan.kernels[i], variant.name)
              << "(" << prototypes[i] << ");\n";
-    std::set<std::string> microkernels;
+    // A microkernel takes the arguments of the kernels it stands for.
+    std::map<std::string, std::string> microkernels;
     for (const TargetVariant &variant : variants)
-      for (const KernelSpec &k : plan.kernels)
-        if (const Microkernel *m = microkernelFor(variant, k))
-          microkernels.insert(m->symbol);
-    for (const std::string &symbol : microkernels)
-      os << "extern int " << symbol
-         << "(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);\n";
+      for (size_t i = 0; i < plan.kernels.size(); ++i)
+        if (const Microkernel *m = microkernelFor(variant, plan.kernels[i]))
+          microkernels[m->symbol] = prototypes[i];
+    for (const auto &[symbol, arguments] : microkernels)
+      os << "extern int " << symbol << "(" << arguments << ");\n";
     os << "\ntypedef struct spark_kernels {\n  const char *name;\n";
     for (size_t i = 0; i < plan.kernels.size(); ++i)
       os << formatv("  int (*k{0})({1}); /* {2} */\n", i, prototypes[i],
@@ -412,10 +413,11 @@ static double bitsPerWeight(const ModelPlan &plan) {
     if (t.layout != 0 || t.shape.size() != 2 || t.name.find(".scales") != std::string::npos ||
         t.name.find(".zeros") != std::string::npos)
       continue; // norms, tables; scales and zeros are counted with their matrix
-    if (t.group > 0) { // 4-bit codes + an f16 scale and zero per group
+    if (t.group > 0) { // 4-bit codes + an f16 scale (and zero) per group
       double weights = double(t.shape[0]) * double(t.codeCols);
       parameters += weights;
-      bits += 4.0 * weights + 32.0 * weights / double(t.group);
+      bits += 4.0 * weights +
+              (t.symmetricGroups ? 16.0 : 32.0) * weights / double(t.group);
       continue;
     }
     parameters += double(t.elements());

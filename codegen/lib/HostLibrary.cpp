@@ -11,6 +11,7 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <set>
 
 using namespace llvm;
@@ -131,22 +132,23 @@ Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
   objects.push_back(runtime);
 
   // The hand-written microkernels the kernels use.
-  std::set<const Microkernel *> microkernels;
+  // One object per source file, compiled with every flag its kernels need.
+  std::map<std::string, std::set<std::string>> microkernelSources;
   for (const KernelSpec &spec : plan.kernels)
     for (const TargetVariant &variant : variants)
       if (const Microkernel *m = microkernelFor(variant, spec))
-        microkernels.insert(m);
-  for (const Microkernel *m : microkernels) {
-    std::string object = join(objDir, sys::path::stem(m->source).str() + ".o");
-    std::string source = join(SPARK_MICROKERNEL_DIR, m->source);
+        microkernelSources[m->source].insert(m->flags.begin(), m->flags.end());
+  for (const auto &[file, flags] : microkernelSources) {
+    std::string object = join(objDir, sys::path::stem(file).str() + ".o");
+    std::string source = join(SPARK_MICROKERNEL_DIR, file);
     std::string halideInclude = "-I" SPARK_HALIDE_INCLUDE_DIR;
     std::vector<StringRef> args = {SPARK_CLANG, "-std=c11", "-O2", "-fPIC"};
-    for (const char *flag : m->flags)
+    for (const std::string &flag : flags)
       args.push_back(flag);
     for (StringRef a : {StringRef("-c"), StringRef(halideInclude),
                         StringRef(source), StringRef("-o"), StringRef(object)})
       args.push_back(a);
-    if (Error e = run(args, "compiling the microkernel " + std::string(m->source)))
+    if (Error e = run(args, "compiling the microkernel " + file))
       return e;
     objects.push_back(object);
   }

@@ -32,6 +32,14 @@ Type halideType(DType type) {
 
 static std::string typeSuffix(DType type) { return dtypeName(type).lower(); }
 
+/// The weight part of a matrix kernel's name: "bf16", "i8", "u4g128" (4-bit
+/// asymmetric groups) or "s4g128" (symmetric).
+static std::string weightSuffix(const KernelSpec &s) {
+  if (!s.group)
+    return typeSuffix(s.weightType);
+  return (s.symmetricGroups ? "s4g" : "u4g") + std::to_string(s.group);
+}
+
 std::string KernelSpec::name() const {
   std::ostringstream os;
   auto phaseSuffix = [&] {
@@ -39,16 +47,14 @@ std::string KernelSpec::name() const {
   };
   switch (kind) {
   case KernelKind::Embed:
-    os << "embed_d" << in << "_v" << out << "_"
-       << (group ? "u4g" + std::to_string(group) : typeSuffix(weightType));
+    os << "embed_d" << in << "_v" << out << "_" << weightSuffix(*this);
     break;
   case KernelKind::RMSNorm:
     os << "rms_norm_d" << in << "_eps" << std::llround(-std::log10(epsilon) * 100);
     break;
   case KernelKind::Linear:
-    os << "linear_k" << in << "_n" << out << "_"
-       << (group ? "u4g" + std::to_string(group) : typeSuffix(weightType))
-       << phaseSuffix();
+    os << "linear_k" << in << "_n" << out << "_" << weightSuffix(*this)
+       << (inputBits ? "_a" + std::to_string(inputBits) : "") << phaseSuffix();
     break;
   case KernelKind::Rope:
     os << "rope_h" << heads << "_hd" << headDim << "_rd" << rotaryDim << "_p"
@@ -123,7 +129,8 @@ void buildEmbed(KernelAlgorithm &k) {
     Expr byte = table(k.x / 2, id);
     Expr code = cast<float>(select(k.x % 2 == 0, byte & 15, byte >> 4));
     Expr g = k.x / int(s.group);
-    value = (code - cast<float>(zeros(g, id))) * cast<float>(scales(g, id));
+    Expr zero = s.symmetricGroups ? Expr(8.0f) : cast<float>(zeros(g, id));
+    value = (code - zero) * cast<float>(scales(g, id));
   } else {
     value = cast<float>(table(k.x, id));
     if (s.weightType == DType::I8) { // int8 codes, one scale per row
@@ -138,7 +145,7 @@ void buildEmbed(KernelAlgorithm &k) {
   k.arguments = {ids, table};
   if (s.weightType == DType::I8 || s.group)
     k.arguments.push_back(scales);
-  if (s.group)
+  if (s.group && !s.symmetricGroups)
     k.arguments.push_back(zeros);
 }
 
@@ -165,8 +172,27 @@ void buildLinear(KernelAlgorithm &k) {
   ImageParam w(halideType(s.weightType), 2, "w");
   k.reduction = RDom(0, int(s.in), "r");
   RVar r = k.reduction.x;
+  // The activations as the product reads them: f32, or (inputBits == 8)
+  // symmetric int8 codes with one scale per token, max |x| / 127.
+  Expr input = x(r, k.y), inputScale = 1.0f;
+  if (s.inputBits == 8) {
+    k.innerReduction = RDom(0, int(s.in), "rx");
+    Func range("input_range");
+    range(k.y) = 0.0f;
+    range(k.y) = max(range(k.y), abs(x(k.innerReduction.x, k.y)));
+    Expr inverse = select(range(k.y) > 0.0f, 127.0f / range(k.y), 0.0f);
+    Func codes("input_codes");
+    codes(k.x, k.y) = cast<int8_t>(
+        clamp(round(x(k.x, k.y) * inverse), -127.0f, 127.0f));
+    k.inputRange = range;
+    k.quantizedInput = codes;
+    input = codes(r, k.y);
+    inputScale = range(k.y) / 127.0f;
+  }
+  // int8 weights times int8 codes: exact int32 sums.
+  const bool integerDot = s.inputBits == 8 && s.weightType == DType::I8;
   Func dot("dot");
-  dot(k.x, k.y) = 0.0f;
+  dot(k.x, k.y) = integerDot ? Expr(0) : Expr(0.0f);
   ImageParam scales(s.group ? Float(16) : Float(32), s.group ? 2 : 1, "scales");
   ImageParam zeros(Float(16), 2, "zeros");
   int storedCols = int(s.in);
@@ -175,18 +201,24 @@ void buildLinear(KernelAlgorithm &k) {
     Expr byte = w(r / 2, k.x);
     Expr code = cast<float>(select(r % 2 == 0, byte & 15, byte >> 4));
     Expr g = r / int(s.group);
-    dot(k.x, k.y) += (code - cast<float>(zeros(g, k.x))) *
-                     cast<float>(scales(g, k.x)) * x(r, k.y);
+    Expr zero = s.symmetricGroups ? Expr(8.0f) : cast<float>(zeros(g, k.x));
+    // (code - 8) * input code is exact in f32 for w4a8.
+    dot(k.x, k.y) += (code - zero) * cast<float>(input) *
+                     cast<float>(scales(g, k.x));
+  } else if (integerDot) {
+    // |w * x| <= 127 * 127: an exact int16 product, widened to the sum.
+    dot(k.x, k.y) += cast<int32_t>(cast<int16_t>(w(r, k.x)) *
+                                   cast<int16_t>(input));
   } else {
-    dot(k.x, k.y) += cast<float>(w(r, k.x)) * x(r, k.y);
+    dot(k.x, k.y) += cast<float>(w(r, k.x)) * input;
   }
   Func out("linear");
+  Expr result = cast<float>(dot(k.x, k.y)) * inputScale;
   if (s.weightType == DType::I8) { // int8 codes, one scale per output row
     scales.dim(0).set_bounds(0, int(s.out));
-    out(k.x, k.y) = dot(k.x, k.y) * scales(k.x);
-  } else {
-    out(k.x, k.y) = dot(k.x, k.y);
+    result = result * scales(k.x);
   }
+  out(k.x, k.y) = result;
   k.accumulator = dot;
   x.dim(0).set_bounds(0, int(s.in));
   w.dim(0).set_bounds(0, storedCols);
@@ -195,7 +227,7 @@ void buildLinear(KernelAlgorithm &k) {
   k.arguments = {x, w};
   if (s.weightType == DType::I8 || s.group)
     k.arguments.push_back(scales);
-  if (s.group)
+  if (s.group && !s.symmetricGroups)
     k.arguments.push_back(zeros);
 }
 

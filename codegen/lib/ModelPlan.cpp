@@ -44,20 +44,14 @@ int quantizeInt4(float value, const Int4Group &g) {
   return int(code < 0.0f ? 0.0f : code > 15.0f ? 15.0f : code);
 }
 
-Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n) {
-  float lo = 0.0f, hi = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    lo = std::min(lo, value(i));
-    hi = std::max(hi, value(i));
-  }
+/// The grid among `candidates(shrink)` with the smallest squared error.
+static Int4Group
+bestInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n,
+              llvm::function_ref<Int4Group(float shrink)> candidate) {
   Int4Group best;
   double bestError = -1.0;
   for (float shrink : {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f}) {
-    Int4Group g;
-    float a = lo * shrink, b = hi * shrink;
-    g.scale = b > a ? (b - a) / 15.0f : 1.0f;
-    g.zero = std::nearbyint(-a / g.scale);
-    g.zero = std::min(15.0f, std::max(0.0f, g.zero));
+    Int4Group g = candidate(shrink);
     double error = 0.0;
     for (int64_t i = 0; i < n; ++i) {
       double d = (quantizeInt4(value(i), g) - g.zero) * g.scale - value(i);
@@ -69,6 +63,35 @@ Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n) {
     }
   }
   return best;
+}
+
+Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n) {
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, value(i));
+    hi = std::max(hi, value(i));
+  }
+  return bestInt4Group(value, n, [&](float shrink) {
+    Int4Group g;
+    float a = lo * shrink, b = hi * shrink;
+    g.scale = b > a ? (b - a) / 15.0f : 1.0f;
+    g.zero = std::nearbyint(-a / g.scale);
+    g.zero = std::min(15.0f, std::max(0.0f, g.zero));
+    return g;
+  });
+}
+
+Int4Group searchSymmetricInt4Group(llvm::function_ref<float(int64_t)> value,
+                                   int64_t n) {
+  float largest = 0.0f;
+  for (int64_t i = 0; i < n; ++i)
+    largest = std::max(largest, std::fabs(value(i)));
+  return bestInt4Group(value, n, [&](float shrink) {
+    Int4Group g;
+    g.scale = largest > 0.0f ? largest * shrink / 7.0f : 1.0f;
+    g.zero = 8.0f;
+    return g;
+  });
 }
 
 void PackTensor::releaseValues(int64_t first, int64_t count) const {
@@ -227,20 +250,25 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
     tensor.source = source;
   }
   if (weight && weight.getQuantAttr() && weight.getQuantAttr().getBits() == 4) {
-    // w4a16: asymmetric 4-bit codes in groups along the input dimension.
+    // 4-bit codes in groups along the input dimension: asymmetric (w4a16)
+    // or symmetric (w4a8, zero point 8).
     const int64_t rows = tensor.shape[0], cols = tensor.shape.back();
     const int64_t group = weight.getQuantAttr().getGroupSize();
     const int64_t groups = cols / group;
+    const bool symmetric = weight.getQuantAttr().getSymmetric();
     tensor.dtype = DType::U8;
     tensor.codeCols = cols;
     tensor.group = group;
+    tensor.symmetricGroups = symmetric;
     tensor.groupScales.resize(rows * groups);
     tensor.groupZeros.resize(rows * groups);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t g = 0; g < groups; ++g) {
-        Int4Group q = searchInt4Group(
-            [&](int64_t c) { return tensor.value(r * cols + g * group + c); },
-            group);
+        auto value = [&](int64_t c) {
+          return tensor.value(r * cols + g * group + c);
+        };
+        Int4Group q = symmetric ? searchSymmetricInt4Group(value, group)
+                                : searchInt4Group(value, group);
         tensor.groupScales[r * groups + g] = q.scale;
         tensor.groupZeros[r * groups + g] = q.zero;
       }
@@ -249,6 +277,8 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
     }
     for (auto [suffix, values] : {std::pair{".scales", &tensor.groupScales},
                                   {".zeros", &tensor.groupZeros}}) {
+      if (symmetric && values == &tensor.groupZeros)
+        continue; // all 8
       // Half precision: 4 + 2 x 16 / 128 = 4.25 bits per weight. Zero points
       // (0..15) are exact; scales are rounded to f16 here so the codes
       // below are chosen against the scales the kernels will read.
@@ -441,8 +471,7 @@ llvm::Error Planner::lower(Operation *op) {
     spec.out = plan.tensors[table].shape[0];
     spec.weightType = plan.tensors[table].dtype;
     spec.group = plan.tensors[table].group;
-    if (spec.group > 0)
-      spec.out = plan.tensors[table].shape[0];
+    spec.symmetricGroups = plan.tensors[table].symmetricGroups;
     step.kernel = kernel(spec);
     View ids;
     ids.base = View::Base::Tokens;
@@ -452,7 +481,7 @@ llvm::Error Planner::lower(Operation *op) {
     step.args = {viewArg(ids), viewArg(weightView(table))};
     if (spec.weightType == DType::I8 || spec.weightType == DType::U8)
       step.args.push_back(viewArg(weightView(scalesIndex.lookup(embed.getTable()))));
-    if (spec.weightType == DType::U8)
+    if (spec.weightType == DType::U8 && !spec.symmetricGroups)
       step.args.push_back(viewArg(weightView(zerosIndex.lookup(embed.getTable()))));
     step.args.push_back(output(embed.getResult()));
   } else if (auto norm = dyn_cast<RMSNormOp>(op)) {
@@ -483,6 +512,9 @@ llvm::Error Planner::lower(Operation *op) {
     spec.out = width(result);
     spec.weightType = plan.tensors[w].dtype;
     spec.group = plan.tensors[w].group;
+    spec.symmetricGroups = plan.tensors[w].symmetricGroups;
+    if (auto inputQuant = op->getAttrOfType<QuantAttr>("input_quant"))
+      spec.inputBits = inputQuant.getBits();
     spec.phase = Phase::Prefill;
     step.kernel = kernel(spec);
     spec.phase = Phase::Decode;
@@ -490,7 +522,7 @@ llvm::Error Planner::lower(Operation *op) {
     step.args = {input(in), viewArg(weightView(w))};
     if (spec.weightType == DType::I8 || spec.weightType == DType::U8)
       step.args.push_back(viewArg(weightView(scalesIndex.lookup(symbol.getValue()))));
-    if (spec.weightType == DType::U8)
+    if (spec.weightType == DType::U8 && !spec.symmetricGroups)
       step.args.push_back(viewArg(weightView(zerosIndex.lookup(symbol.getValue()))));
     if (isa<LogitsOp>(op)) {
       step.headRows = true;

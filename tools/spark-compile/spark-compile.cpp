@@ -98,9 +98,11 @@ cl::opt<std::string> amxKernel(
 
 cl::opt<std::string> quant(
     "quant",
-    cl::desc("Weight quantization: none (default), w8a16 (int8 weights per "
-             "output channel) or w4a16 (4-bit, groups of 128); the head is "
-             "included, the head-wise gate kept"),
+    cl::desc("Quantization: none (default); w8a16 (int8 weights per output "
+             "channel), w8a8 (the same, with int8 activations per token), "
+             "w4a16 (4-bit asymmetric, groups of 128) or w4a8 (4-bit "
+             "symmetric, int8 activations); the head is included, the "
+             "head-wise gate kept in full precision"),
     cl::init("none"), cl::cat(category));
 
 cl::opt<bool> quiet("quiet", cl::desc("No progress output"), cl::init(false),
@@ -286,9 +288,10 @@ int main(int argc, char **argv) {
   if (maxChunk < 1 || maxChunk > maxContext)
     return fail("--max-chunk must be between 1 and --max-context (" +
                 Twine(maxContext) + "), got " + Twine(maxChunk));
-  if (quant != "none" && quant != "w8a16" && quant != "w4a16")
-    return fail("--quant=" + quant + " is not implemented yet; expected none, "
-                "w8a16 or w4a16 (w8a8 and w4a8 come later)");
+  if (quant != "none" && quant != "w8a16" && quant != "w8a8" &&
+      quant != "w4a16" && quant != "w4a8")
+    return fail("--quant=" + quant + " is not known; expected none, w8a16, "
+                "w8a8, w4a16 or w4a8");
   if (amxKernel != "tiles" && amxKernel != "halide")
     return fail("--amx-kernel=" + amxKernel + " is not known; expected tiles "
                 "or halide");

@@ -21,11 +21,19 @@ std::vector<TargetVariant> x86HostVariants() {
       "__builtin_cpu_supports(\"f16c\")";
   // Cores with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4) take
   // vdpbf16ps for bf16 weights: one instruction per 32 weights.
-  TargetVariant bf16 = avx512;
+  // Cores with AVX512_VNNI (Cascade Lake on) take vpdpbusd for the int8
+  // products of w8a8 and w4a8 builds: 64 byte pairs per instruction.
+  TargetVariant vnni = avx512;
+  vnni.name = "avx512vnni";
+  vnni.cpuCondition = avx512.cpuCondition + " && __builtin_cpu_supports(\"avx512vnni\")";
+  vnni.int8Dot = true;
+  vnni.fallback = "avx512";
+  TargetVariant bf16 = vnni;
   bf16.name = "avx512bf16";
-  bf16.cpuCondition = avx512.cpuCondition + " && __builtin_cpu_supports(\"avx512bf16\")";
+  bf16.cpuCondition = vnni.cpuCondition + " && __builtin_cpu_supports(\"avx512bf16\")";
   bf16.bf16Dot = true;
-  bf16.fallback = "avx512";
+  bf16.int8Dot = false;
+  bf16.fallback = "avx512vnni";
   TargetVariant avx2;
   avx2.name = "avx2";
   avx2.halide = Target(base);
@@ -33,7 +41,7 @@ std::vector<TargetVariant> x86HostVariants() {
   avx2.cpuCondition = "__builtin_cpu_supports(\"avx2\") && "
                       "__builtin_cpu_supports(\"fma\") && "
                       "__builtin_cpu_supports(\"f16c\")";
-  return {bf16, avx512, avx2};
+  return {bf16, vnni, avx512, avx2};
 }
 
 
@@ -66,26 +74,56 @@ static bool isBF16Prefill(const KernelSpec &spec) {
          spec.weightType == DType::BF16;
 }
 
+/// A product of int8 inputs with int8 weights (w8a8) or with symmetric
+/// 4-bit groups of 128 (w4a8).
+static bool isInt8Linear(const KernelSpec &spec, bool fourBit) {
+  if (spec.kind != KernelKind::Linear || spec.inputBits != 8)
+    return false;
+  return fourBit ? spec.group == 128 && spec.symmetricGroups
+                 : spec.weightType == DType::I8 && !spec.group;
+}
+
 const Microkernel *microkernelFor(const TargetVariant &variant,
                                   const KernelSpec &spec) {
+  // One source may hold several kernels; it is compiled once with the union
+  // of their flags.
+  static const std::vector<const char *> amxFlags = {"-mamx-tile", "-mamx-bf16",
+                                                      "-mamx-int8"};
+  static const std::vector<const char *> vnniFlags = {
+      "-mavx512f", "-mavx512bw", "-mavx512vnni", "-mf16c"};
   static const Microkernel amxTiles = {"spark_amx_linear_bf16", "amx_linear.c",
-                                       {"-mamx-tile", "-mamx-bf16"}};
+                                       amxFlags};
+  static const Microkernel amxInt8 = {"spark_amx_linear_w8a8", "amx_linear.c",
+                                      amxFlags};
   static const Microkernel bf16Dot = {
       "spark_bf16_linear", "bf16_linear.c",
       {"-mavx512f", "-mavx512bw", "-mavx512bf16"}};
+  static const Microkernel vnniW8A8 = {"spark_vnni_linear_w8a8",
+                                       "int8_linear.c", vnniFlags};
+  static const Microkernel vnniW4A8 = {"spark_vnni_linear_w4a8",
+                                       "int8_linear.c", vnniFlags};
+  const bool tiles = variant.matrixTiles && variant.matrixKernel == "tiles";
   // Whole 32-deep tiles, two 16-row A tiles per step.
-  if (variant.matrixTiles && variant.matrixKernel == "tiles" &&
-      isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0)
+  if (tiles && isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0)
     return &amxTiles;
+  // Whole 64-deep int8 tiles.
+  if (tiles && spec.phase == Phase::Prefill && isInt8Linear(spec, false) &&
+      spec.in % 64 == 0 && spec.out % 32 == 0)
+    return &amxInt8;
   if (variant.bf16Dot && spec.kind == KernelKind::Linear &&
       spec.weightType == DType::BF16 && spec.in % 32 == 0)
     return &bf16Dot;
+  if (variant.int8Dot && isInt8Linear(spec, false) && spec.in % 64 == 0 &&
+      spec.out % 4 == 0)
+    return &vnniW8A8;
+  if (variant.int8Dot && isInt8Linear(spec, true) && spec.out % 4 == 0)
+    return &vnniW4A8;
   return nullptr;
 }
 
 bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec) {
-  if (variant.bf16Dot)
-    return false; // its own kernels are microkernels; the rest: fallback
+  if (variant.bf16Dot || variant.int8Dot)
+    return false; // their own kernels are microkernels; the rest: fallback
   if (!variant.matrixTiles)
     return true;
   // Whole 8 x 8 tiles over the rows, K in bf16 pairs.
@@ -254,8 +292,22 @@ void scheduleAttention(KernelAlgorithm &k, int lanes) {
 
 } // namespace
 
+/// Int8 inputs: each token's max |x| and codes, once per call, before the
+/// product's parallel loop reads them.
+void scheduleInputQuantization(KernelAlgorithm &k, int lanes) {
+  k.inputRange.compute_root();
+  if (Func partial = vectorizeSum(k.inputRange, k.innerReduction, k.spec.in,
+                                  lanes);
+      partial.defined())
+    partial.compute_at(k.inputRange, k.inputRange.args()[0]);
+  k.quantizedInput.compute_root().vectorize(k.x, lanes,
+                                            TailStrategy::GuardWithIf);
+}
+
 void scheduleX86(KernelAlgorithm &k, const TargetVariant &variant) {
   const int lanes = variant.vectorFloats;
+  if (k.quantizedInput.defined())
+    scheduleInputQuantization(k, lanes);
   if (k.packedInput.defined()) {
     scheduleLinearTiles(k);
     return;

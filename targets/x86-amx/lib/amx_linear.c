@@ -1,4 +1,5 @@
-/* amx_linear.c - a full-depth AMX tile microkernel for bf16 prefill GEMMs.
+/* amx_linear.c - full-depth AMX tile microkernels for prefill GEMMs: bf16
+ * (tdpbf16ps) and int8 (tdpbssd, w8a8 builds).
  *
  * Same interface as the Halide prefill kernels it replaces (spark-compile
  * --amx-kernel=tiles): out(n, t) = sum_k w(k, n) * x(k, t) with x f32 [K, T],
@@ -9,9 +10,14 @@
  * layout (bf16 pairs). Each task multiplies 32 weight rows (two A tiles)
  * by 16 tokens (one B tile) at a time and writes the transposed result.
  * Needs K % 32 == 0 and N % 32 == 0 (spark-compile only uses it then).
- * Compiled with -mamx-tile -mamx-bf16; entered only after the driver's
- * CPUID and arch_prctl checks. */
+ * The int8 kernel (w8a8) quantizes each token to int8 codes with its own
+ * scale, packs the codes in groups of 4 along K (the B operand's layout),
+ * and every tdpbssd covers K = 64 of int8 weights x int8 codes into int32;
+ * needs K % 64 == 0 and N % 32 == 0.
+ * Compiled with -mamx-tile -mamx-bf16 -mamx-int8; entered only after the
+ * driver's CPUID and arch_prctl checks. */
 #include "HalideRuntime.h"
+#include "quantize_row.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -26,13 +32,6 @@ typedef struct tile_config {
   uint8_t rows[16];
 } tile_config;
 
-typedef struct amx_job {
-  const uint16_t *w;      /* [N][K] bf16 */
-  const uint16_t *packed; /* [K/2][TP][2] bf16 */
-  float *out;             /* [T][out_stride] */
-  int K, N, T, TP, out_stride;
-} amx_job;
-
 static uint16_t to_bf16(float f) {
   uint32_t bits;
   memcpy(&bits, &f, 4);
@@ -40,7 +39,17 @@ static uint16_t to_bf16(float f) {
   return (uint16_t)(bits >> 16);
 }
 
-/* One task: rows [32 * block, 32 * block + 32) for every token. */
+/* One task: rows [32 * block, 32 * block + 32) for every token. `dot`
+ * takes a C tile, an A tile and the B tile (int8 or bf16 products); every A
+ * tile row holds 64 bytes of K, so a step covers `k_step` elements. */
+typedef struct amx_job {
+  const uint8_t *w;      /* [N][row_bytes] */
+  const uint8_t *packed; /* B operand: [K / k_pack][TP][4 bytes] */
+  float *out;            /* [T][out_stride] */
+  const float *row_scales, *token_scales; /* int8: [N], [TP] */
+  int K, N, T, TP, out_stride, row_bytes, k_step, int8;
+} amx_job;
+
 static int amx_rows_task(void *user_context, int block, uint8_t *closure) {
   (void)user_context;
   const amx_job *job = (const amx_job *)closure;
@@ -53,29 +62,42 @@ static int amx_rows_task(void *user_context, int block, uint8_t *closure) {
   }
   _tile_loadconfig(&cfg);
   const int n0 = 32 * block;
-  const size_t a_stride = (size_t)job->K * 2, b_stride = (size_t)job->TP * 4;
-  float c[16][16];
+  const size_t a_stride = (size_t)job->row_bytes, b_stride = (size_t)job->TP * 4;
+  const size_t b_rows_per_step = 16; /* B rows of 4 bytes per token */
+  union {
+    float f[16][16];
+    int32_t i[16][16];
+  } c;
   for (int t0 = 0; t0 < job->TP; t0 += 16) {
     _tile_zero(0);
     _tile_zero(1);
-    for (int k0 = 0; k0 < job->K; k0 += 32) {
-      _tile_loadd(2, job->w + (size_t)n0 * job->K + k0, a_stride);
-      _tile_loadd(3, job->w + (size_t)(n0 + 16) * job->K + k0, a_stride);
-      _tile_loadd(4, job->packed + ((size_t)(k0 / 2) * job->TP + t0) * 2,
+    for (int k0 = 0, step = 0; k0 < job->K; k0 += job->k_step, ++step) {
+      const size_t a_offset = (size_t)step * 64;
+      _tile_loadd(2, job->w + (size_t)n0 * a_stride + a_offset, a_stride);
+      _tile_loadd(3, job->w + (size_t)(n0 + 16) * a_stride + a_offset, a_stride);
+      _tile_loadd(4, job->packed + ((size_t)step * b_rows_per_step * job->TP + t0) * 4,
                   b_stride);
-      _tile_dpbf16ps(0, 2, 4);
-      _tile_dpbf16ps(1, 3, 4);
+      if (job->int8) {
+        _tile_dpbssd(0, 2, 4);
+        _tile_dpbssd(1, 3, 4);
+      } else {
+        _tile_dpbf16ps(0, 2, 4);
+        _tile_dpbf16ps(1, 3, 4);
+      }
     }
     for (int half = 0; half < 2; ++half) {
       if (half == 0)
-        _tile_stored(0, c, 64);
+        _tile_stored(0, &c, 64);
       else
-        _tile_stored(1, c, 64);
+        _tile_stored(1, &c, 64);
       /* c[n][t] -> out[t][n] for the tokens that exist. */
+      const int nb = n0 + 16 * half;
       for (int t = 0; t < 16 && t0 + t < job->T; ++t)
         for (int n = 0; n < 16; ++n)
-          job->out[(size_t)(t0 + t) * job->out_stride + n0 + 16 * half + n] =
-              c[n][t];
+          job->out[(size_t)(t0 + t) * job->out_stride + nb + n] =
+              job->int8 ? (float)c.i[n][t] * job->row_scales[nb + n] *
+                              job->token_scales[t0 + t]
+                        : c.f[n][t];
     }
   }
   _tile_release();
@@ -98,9 +120,43 @@ int spark_amx_linear_bf16(halide_buffer_t *x, halide_buffer_t *w,
       for (int i = 0; i < 2; ++i)
         packed[((size_t)kp * TP + t) * 2 + i] =
             t < T ? to_bf16(xf[(size_t)t * xs + 2 * kp + i]) : 0;
-  amx_job job = {(const uint16_t *)w->host, packed, (float *)out->host,
-                 K, N, T, TP, out->dim[1].stride};
+  amx_job job = {w->host, (const uint8_t *)packed, (float *)out->host, NULL,
+                 NULL, K, N, T, TP, out->dim[1].stride, K * 2, 32, 0};
   int rc = halide_do_par_for(NULL, amx_rows_task, 0, N / 32, (uint8_t *)&job);
   free(packed);
+  return rc;
+}
+
+int spark_amx_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
+                          halide_buffer_t *scales, halide_buffer_t *out) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (K % 64 != 0 || N % 32 != 0 || w->dim[0].extent != K ||
+      w->dim[1].stride != K || out->dim[0].extent != N ||
+      out->dim[1].extent != T)
+    return -1;
+  const int TP = (T + 15) / 16 * 16, xs = x->dim[1].stride;
+  int8_t *codes = NULL, *packed = NULL;
+  float *token_scales = (float *)calloc((size_t)TP, sizeof(float));
+  if (!token_scales || posix_memalign((void **)&codes, 64, (size_t)K) != 0 ||
+      posix_memalign((void **)&packed, 64, (size_t)K * TP) != 0) {
+    free(token_scales);
+    free(codes);
+    return -1;
+  }
+  /* B operand: groups of 4 consecutive K codes per token, [K/4][TP][4]. */
+  memset(packed, 0, (size_t)K * TP);
+  for (int t = 0; t < T; ++t) {
+    token_scales[t] =
+        spark_quantize_row((const float *)x->host + (size_t)t * xs, K, codes);
+    for (int k = 0; k < K; ++k)
+      packed[((size_t)(k / 4) * TP + t) * 4 + k % 4] = codes[k];
+  }
+  amx_job job = {w->host, (const uint8_t *)packed, (float *)out->host,
+                 (const float *)scales->host, token_scales, K, N, T, TP,
+                 out->dim[1].stride, K, 64, 1};
+  int rc = halide_do_par_for(NULL, amx_rows_task, 0, N / 32, (uint8_t *)&job);
+  free(packed);
+  free(codes);
+  free(token_scales);
   return rc;
 }

@@ -21,7 +21,8 @@ namespace spark {
 enum class KernelKind {
   Embed,     // (ids i32[n], table T[d, V]) -> f32[d, n]
   RMSNorm,   // (x f32[d, n], w f32[d]) -> f32[d, n]
-  Linear,    // (x f32[K, n], w T[K, N]) -> f32[N, n]; prefill: n % 4 == 0
+  Linear,    // (x f32[K, n], w T[K, N], [scales], [zeros]) -> f32[N, n];
+             // prefill: n % 4 == 0
   Rope,      // (x f32[H*hd, n], coarse cos/sin f32[rd/2, P/B], fine cos/sin
              //  f32[rd/2, B], pos0): angle = coarse + fine (B = block)
   Attention, // (q, k, v, kcache T[hd, KV, S], vcache, [gate f32[H, n]], pos0,
@@ -51,6 +52,8 @@ struct KernelSpec {
   int64_t slots = 0;  // Attention: cache slots
   int64_t block = 0;  // Rope: positions per coarse table row
   int64_t group = 0;  // Linear/Embed with 4-bit weights (U8 bytes): group size
+  bool symmetricGroups = false; // 4-bit: (code - 8) * scale, no zeros input
+  int64_t inputBits = 0; // Linear: 8 = inputs quantized to int8 per token
   bool ring = false;  // Attention: ring cache
   bool gated = false; // Attention: sigmoid head gate in the epilogue
   // Binary / Unary: the operation (Pow: `parameter` is the exponent). A
@@ -76,10 +79,12 @@ struct KernelAlgorithm {
   Halide::Func sumSquares;             // RMSNorm
   Halide::Func accumulator; // Linear: the dot products; Mean: the sum
   Halide::Func packedInput; // Linear with matrix tiles: bf16 pairs [2, n, K/2]
+  Halide::Func inputRange, quantizedInput; // Linear, int8 inputs: max |x|, codes
   Halide::Func scores, maxScore, denominator, keys, values, weights,
       accumulated, keyPositions; // Attention
   Halide::RDom reduction;      // the main reduction of the kind
-  Halide::RDom innerReduction; // Attention: the q.k dot product over head_dim
+  Halide::RDom innerReduction; // Attention: the q.k dot product over head_dim;
+                               // Linear with int8 inputs: the max |x| scan
   Halide::Var x{"x"}, y{"y"}, z{"z"};  // output dims: x innermost
 };
 

@@ -51,6 +51,8 @@ struct PackTensor {
   /// zero point ([N][K / group]); element() returns the packed byte.
   int64_t codeCols = 0, group = 0;
   std::vector<float> groupScales, groupZeros;
+  /// Symmetric 4-bit codes (w4a8): every zero point is 8, none is stored.
+  bool symmetricGroups = false;
   /// The 4-bit code of logical element (row, col).
   int code4(int64_t row, int64_t col) const;
 
@@ -138,6 +140,10 @@ struct Int4Group {
   float scale = 1.0f, zero = 0.0f;
 };
 Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n);
+/// Symmetric 4-bit quantization of one group: value ~ (code - 8) * scale,
+/// codes 0..15; searches a few shrinkings of max |value| / 7.
+Int4Group searchSymmetricInt4Group(llvm::function_ref<float(int64_t)> value,
+                                   int64_t n);
 int quantizeInt4(float value, const Int4Group &g);
 
 /// 64-bit FNV-1a, for the config and ABI hashes.

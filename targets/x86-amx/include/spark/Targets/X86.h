@@ -2,8 +2,9 @@
 //
 // The host target compiles every kernel twice, for an AVX2+FMA floor and for
 // AVX-512 (Skylake-SP level: F/CD/BW/DQ/VL, which Zen 4 and every Intel
-// AVX-512 core have), and the generated driver picks one per call from CPUID,
-// so no instruction the CPU lacks ever runs. Halide's sapphirerapids target
+// AVX-512 core have), adds microkernels for AVX512_VNNI (int8 products) and
+// AVX512_BF16 (bf16 products), and the generated driver picks one variant per
+// process from CPUID, so no instruction the CPU lacks ever runs. Halide's sapphirerapids target
 // is not used here: it emits VEX AVX-VNNI, which Zen 4 lacks (TOOLCHAIN.md).
 //
 //===----------------------------------------------------------------------===//
@@ -33,6 +34,9 @@ struct TargetVariant {
   /// AVX512_BF16 variant: bf16 matrix kernels run the vdpbf16ps microkernel
   /// (bf16_linear.c); everything else comes from `fallback`.
   bool bf16Dot = false;
+  /// AVX512_VNNI variant: int8-input matrix kernels (w8a8, w4a8) run the
+  /// vpdpbusd microkernels (int8_linear.c); the rest from `fallback`.
+  bool int8Dot = false;
 };
 
 /// A hand-written kernel behind the Halide kernel interface.

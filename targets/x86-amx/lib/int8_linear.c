@@ -1,0 +1,208 @@
+/* int8_linear.c - AVX-512 VNNI kernels for int8-activation builds (w8a8,
+ * w4a8).
+ *
+ * Same interface as the Halide linear kernels with int8 inputs:
+ *   w8a8: (x f32 [K, T], w s8 [K, N], scales f32 [N], out f32 [N, T])
+ *   w4a8: (x f32 [K, T], w u8 [K/2, N] two 4-bit codes a byte, low nibble
+ *          first, scales f16 [K/128, N], out f32 [N, T])
+ * Each call quantizes every input row to symmetric int8 codes with its own
+ * scale, max |x| / 127 (round to nearest even, as the Halide kernels do), then
+ * every vpdpbusd multiplies 64 byte pairs and sums them into int32 lanes.
+ * vpdpbusd takes one unsigned operand:
+ *   w8a8: the codes are stored + 128 (u8); 128 * sum(w) is taken off again
+ *         with a second vpdpbusd of the same weight vector by 0x80 bytes.
+ *   w4a8: the weight codes 0..15 are the unsigned side; the -8 of
+ *         (code - 8) * scale comes off as 8 * the group's sum of input codes.
+ * Each task takes a block of rows; 4 rows x up to 4 tokens are accumulated
+ * at a time, so every weight vector loaded feeds up to 4 tokens.
+ * Needs K % 64 == 0 (w8a8) or K % 128 == 0 (w4a8), and N % 4 == 0.
+ * Compiled with -mavx512f -mavx512bw -mavx512vnni -mf16c; entered only when
+ * CPUID reports AVX512_VNNI. */
+#include "HalideRuntime.h"
+
+#include "quantize_row.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+enum { kRowsPerTask = 64, kGroup = 128 };
+
+typedef struct int8_job {
+  const int8_t *w8;    /* w8a8: [N][K] */
+  const uint8_t *w4;   /* w4a8: [N][K/2] */
+  const float *scales; /* w8a8: [N] */
+  const uint16_t *group_scales; /* w4a8: f16 [N][K/128] */
+  const uint8_t *codes; /* [TP][K]: w8a8 code + 128; w4a8 per 128-group:
+                           64 even-index codes, then 64 odd-index codes */
+  const float *token_scales; /* [TP] */
+  const int32_t *group_sums; /* w4a8: [TP][K/128] sums of the input codes */
+  float *out;          /* [T][out_stride] */
+  int K, N, T, out_stride;
+} int8_job;
+
+static inline int32_t hsum(__m512i v) { return _mm512_reduce_add_epi32(v); }
+
+static int w8a8_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  const int8_job *job = (const int8_job *)closure;
+  const int K = job->K;
+  const int n0 = task * kRowsPerTask;
+  const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
+  const __m512i bias = _mm512_set1_epi8((char)0x80);
+  for (int n = n0; n < n1; n += 4) {
+    for (int t0 = 0; t0 < job->T; t0 += 4) {
+      const int tokens = job->T - t0 < 4 ? job->T - t0 : 4;
+      __m512i acc[4][4], correction[4];
+      for (int r = 0; r < 4; ++r) {
+        correction[r] = _mm512_setzero_si512();
+        for (int t = 0; t < 4; ++t)
+          acc[r][t] = _mm512_setzero_si512();
+      }
+      for (int k = 0; k < K; k += 64) {
+        __m512i wv[4];
+        for (int r = 0; r < 4; ++r) {
+          wv[r] = _mm512_loadu_si512(job->w8 + (size_t)(n + r) * K + k);
+          correction[r] = _mm512_dpbusd_epi32(correction[r], bias, wv[r]);
+        }
+        for (int t = 0; t < tokens; ++t) {
+          __m512i xv = _mm512_loadu_si512(job->codes + (size_t)(t0 + t) * K + k);
+          for (int r = 0; r < 4; ++r)
+            acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], xv, wv[r]);
+        }
+      }
+      for (int r = 0; r < 4; ++r) {
+        const int32_t c = hsum(correction[r]);
+        for (int t = 0; t < tokens; ++t)
+          job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
+              (float)(hsum(acc[r][t]) - c) * job->scales[n + r] *
+              job->token_scales[t0 + t];
+      }
+    }
+  }
+  return 0;
+}
+
+static int w4a8_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  const int8_job *job = (const int8_job *)closure;
+  const int K = job->K, groups = K / kGroup;
+  const int n0 = task * kRowsPerTask;
+  const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  for (int n = n0; n < n1; n += 4) {
+    for (int t0 = 0; t0 < job->T; t0 += 4) {
+      const int tokens = job->T - t0 < 4 ? job->T - t0 : 4;
+      __m512 acc[4][4];
+      float offset[4][4] = {{0}};
+      for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < 4; ++t)
+          acc[r][t] = _mm512_setzero_ps();
+      for (int g = 0; g < groups; ++g) {
+        __m512i even[4], odd[4];
+        float scale[4];
+        for (int r = 0; r < 4; ++r) {
+          __m512i bytes = _mm512_loadu_si512(
+              job->w4 + (size_t)(n + r) * (K / 2) + (size_t)g * (kGroup / 2));
+          even[r] = _mm512_and_si512(bytes, low);
+          odd[r] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);
+          scale[r] = _cvtsh_ss(job->group_scales[(size_t)(n + r) * groups + g]);
+        }
+        for (int t = 0; t < tokens; ++t) {
+          const uint8_t *c = job->codes + (size_t)(t0 + t) * K + (size_t)g * kGroup;
+          __m512i xe = _mm512_loadu_si512(c), xo = _mm512_loadu_si512(c + 64);
+          const float sum = (float)job->group_sums[(size_t)(t0 + t) * groups + g];
+          for (int r = 0; r < 4; ++r) {
+            __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even[r], xe);
+            dot = _mm512_dpbusd_epi32(dot, odd[r], xo);
+            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                        _mm512_set1_ps(scale[r]), acc[r][t]);
+            offset[r][t] += 8.0f * sum * scale[r];
+          }
+        }
+      }
+      for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < tokens; ++t)
+          job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
+              (_mm512_reduce_add_ps(acc[r][t]) - offset[r][t]) *
+              job->token_scales[t0 + t];
+    }
+  }
+  return 0;
+}
+
+/* Quantizes the inputs, runs `task` over blocks of rows, frees. */
+static int run_int8(halide_buffer_t *x, int8_job *job, int interleave,
+                    int (*task)(void *, int, uint8_t *)) {
+  const int K = job->K, T = job->T, xs = x->dim[1].stride;
+  const int groups = K / kGroup;
+  uint8_t *codes = NULL;
+  if (posix_memalign((void **)&codes, 64, (size_t)T * K) != 0)
+    return -1;
+  float *token_scales = (float *)malloc(sizeof(float) * (size_t)T);
+  int32_t *group_sums =
+      (int32_t *)calloc((size_t)T * (groups > 0 ? groups : 1), sizeof(int32_t));
+  int rc = -1;
+  if (token_scales && group_sums) {
+    for (int t = 0; t < T; ++t) {
+      uint8_t *row = codes + (size_t)t * K;
+      token_scales[t] = spark_quantize_row(
+          (const float *)x->host + (size_t)t * xs, K, (int8_t *)row);
+      if (!interleave) { /* w8a8: code + 128, the unsigned side */
+        for (int k = 0; k < K; ++k)
+          row[k] ^= 0x80;
+        continue;
+      }
+      /* w4a8: per group, the even-index codes, then the odd-index ones (the
+       * low and high nibbles of the weight bytes), and the group's sum. */
+      int8_t group[kGroup];
+      for (int g = 0; g < groups; ++g) {
+        int32_t sum = 0;
+        for (int i = 0; i < kGroup; ++i) {
+          group[i] = (int8_t)row[g * kGroup + i];
+          sum += group[i];
+        }
+        for (int i = 0; i < kGroup; ++i)
+          row[g * kGroup + (i % 2) * (kGroup / 2) + i / 2] = (uint8_t)group[i];
+        group_sums[(size_t)t * groups + g] = sum;
+      }
+    }
+    job->codes = codes;
+    job->token_scales = token_scales;
+    job->group_sums = group_sums;
+    rc = halide_do_par_for(NULL, task, 0,
+                           (job->N + kRowsPerTask - 1) / kRowsPerTask,
+                           (uint8_t *)job);
+  }
+  free(codes);
+  free(token_scales);
+  free(group_sums);
+  return rc;
+}
+
+int spark_vnni_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
+                           halide_buffer_t *scales, halide_buffer_t *out) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (K % 64 != 0 || N % 4 != 0 || w->dim[0].extent != K ||
+      w->dim[1].stride != K || out->dim[0].extent != N ||
+      out->dim[1].extent != T)
+    return -1;
+  int8_job job = {(const int8_t *)w->host, NULL, (const float *)scales->host,
+                  NULL, NULL, NULL, NULL, (float *)out->host, K, N, T,
+                  out->dim[1].stride};
+  return run_int8(x, &job, 0, w8a8_task);
+}
+
+int spark_vnni_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
+                           halide_buffer_t *scales, halide_buffer_t *out) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (K % kGroup != 0 || N % 4 != 0 || w->dim[0].extent != K / 2 ||
+      w->dim[1].stride != K / 2 || scales->dim[0].extent != K / kGroup ||
+      scales->dim[1].stride != K / kGroup || out->dim[0].extent != N ||
+      out->dim[1].extent != T)
+    return -1;
+  int8_job job = {NULL, (const uint8_t *)w->host, NULL,
+                  (const uint16_t *)scales->host, NULL, NULL, NULL,
+                  (float *)out->host, K, N, T, out->dim[1].stride};
+  return run_int8(x, &job, 1, w4a8_task);
+}
