@@ -191,7 +191,15 @@ public:
     } else {
       callWith(step, step.kernel, rows, first, "    ");
     }
-    os << "    if (rc != 0)\n      return rc;\n  }\n";
+    os << "    if (rc != 0)\n      return rc;\n";
+    if (step.probeLayer >= 0) {
+      const View &v = step.args.back().view;
+      os << formatv("    if (layer_probe)\n      layer_probe(layer_probe_user, "
+                    "{0}, n, {1}, A + {2} + {3}, {4});\n",
+                    step.probeLayer, plan.config.hiddenSize,
+                    plan.arena[v.index].offset, v.column, v.rowStride);
+    }
+    os << "  }\n";
   }
 
   void cacheWrite(const Step &step, size_t index) {
@@ -296,7 +304,11 @@ public:
           "  const spark_kernels *k = select_kernels();\n"
           "  return k ? k->name : \"none\";\n}\n\n"
           "static void set_num_threads(int threads) {\n"
-          "  halide_set_num_threads(threads);\n}\n\n";
+          "  halide_set_num_threads(threads);\n}\n\n"
+          "static spark_layer_probe layer_probe;\n"
+          "static void *layer_probe_user;\n\n"
+          "static void set_layer_probe(spark_layer_probe probe, void *user) {\n"
+          "  layer_probe_user = user;\n  layer_probe = probe;\n}\n\n";
 
     os << "static int step(const void *const *W, void *const *C, void *arena,\n"
           "                const int32_t *ids, int32_t pos0, int32_t n,\n"
@@ -342,7 +354,7 @@ public:
         "    {3}, {4}, {5}, {6}, {7}, {11}, {8}ull,\n"
         "    {9}, tensors, {10}, caches,\n"
         "    unsupported_reason, dispatch_name, set_num_threads, step,\n"
-        "    dispatch_reason};\n\n"
+        "    dispatch_reason, set_layer_probe};\n\n"
         "const spark_model_def *spark_model_definition(void) {{\n"
         "  return &definition;\n}\n",
         plan.abiHash, plan.configHash, plan.options.target,

@@ -149,6 +149,20 @@ llvm::Error error(Operation *op, const llvm::Twine &message) {
                                  os.str().c_str(), message.str().c_str());
 }
 
+/// The decoder layer an op was imported for ("model.layers.N"), or -1.
+int layerOf(Location loc) {
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    return fused.getLocations().empty() ? -1 : layerOf(fused.getLocations()[0]);
+  auto name = dyn_cast<NameLoc>(loc);
+  if (!name)
+    return -1;
+  StringRef text = name.getName().getValue();
+  int layer = -1;
+  if (!text.consume_front("model.layers.") || text.getAsInteger(10, layer))
+    return -1;
+  return layer;
+}
+
 int64_t width(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape().back();
 }
@@ -192,6 +206,7 @@ private:
   llvm::StringMap<int> scalesIndex; // quantized weight -> its scales tensor
   llvm::StringMap<int> zerosIndex;  // 4-bit weight -> its zero points
   int currentStep() const { return int(plan.steps.size()); }
+  std::map<int, int> layerOutputs; // decoder layer -> step of its output
 };
 
 int Planner::kernel(const KernelSpec &spec) {
@@ -681,6 +696,10 @@ llvm::Error Planner::lower(Operation *op) {
                          "' (decomposed and quantized ops need the fusion "
                          "passes, which are not in this build yet)");
   }
+  // The last residual add of a decoder layer is that layer's output.
+  if (isa<AddOp>(op) && width(op->getResult(0)) == plan.config.hiddenSize)
+    if (int layer = layerOf(op->getLoc()); layer >= 0)
+      layerOutputs[layer] = currentStep();
   plan.steps.push_back(std::move(step));
   return llvm::Error::success();
 }
@@ -736,6 +755,8 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
   for (Operation &op : body)
     if (llvm::Error e = lower(&op))
       return e;
+  for (auto [layer, stepIndex] : layerOutputs)
+    plan.steps[stepIndex].probeLayer = layer;
   for (const ArenaValue &v : plan.arena)
     if (v.offset < 0)
       return error(module, "a value has no spark.arena_offset (run "
@@ -744,7 +765,7 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
   std::string configText =
       llvm::formatv("{0}", llvm::json::Value(plan.config.toJSON())).str();
   plan.configHash = fnv1a(configText);
-  std::string abi = llvm::formatv("abi1;ctx{0};chunk{1};", options.maxContext,
+  std::string abi = llvm::formatv("abi2;ctx{0};chunk{1};", options.maxContext,
                                   options.maxChunk)
                         .str();
   for (const KernelSpec &k : plan.kernels)

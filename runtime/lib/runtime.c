@@ -229,6 +229,7 @@ spark_status spark_model_get_info(const spark_model *model,
     return SPARK_ERROR_INVALID_ARGUMENT;
   const spark_model_def *d = model->def;
   out_info->vocab_size = d->vocab_size;
+  out_info->num_layers = d->num_layers;
   out_info->max_context = d->max_context;
   out_info->max_chunk = d->max_chunk;
   out_info->num_caches = d->num_caches;
@@ -237,6 +238,14 @@ spark_status spark_model_get_info(const spark_model *model,
   out_info->target = d->target;
   out_info->dispatch = d->dispatch_name();
   out_info->dispatch_reason = d->dispatch_reason();
+  return SPARK_OK;
+}
+
+spark_status spark_model_set_layer_probe(spark_model *model,
+                                         spark_layer_probe probe, void *user) {
+  if (!model)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  model->def->set_layer_probe(probe, user);
   return SPARK_OK;
 }
 

@@ -89,3 +89,42 @@ TEST(Int4Packer, GroupCodesAndError) {
 }
 
 } // namespace
+
+namespace {
+
+// Symmetric 4-bit groups (w4a8): the zero point is always 8, so (code - 8)
+// covers -8..7; values within the grid reconstruct within half a step, the
+// sign of the reconstruction never flips, and grid points round-trip.
+TEST(Int4Packer, SymmetricGroupCodesAndError) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1.1f, 0.9f);
+  std::vector<float> group(128);
+  for (float &v : group)
+    v = uniform(rng);
+  Int4Group g = searchSymmetricInt4Group([&](int64_t i) { return group[i]; },
+                                         int64_t(group.size()));
+  EXPECT_EQ(g.zero, 8.0f);
+  EXPECT_GT(g.scale, 0.0f);
+  double error = 0.0, signal = 0.0;
+  for (float v : group) {
+    int code = quantizeInt4(v, g);
+    ASSERT_GE(code, 0);
+    ASSERT_LE(code, 15);
+    float back = (float(code) - 8.0f) * g.scale;
+    if (v >= -8.0f * g.scale && v <= 7.0f * g.scale) {
+      ASSERT_LE(std::fabs(back - v), 0.5f * g.scale * (1.0f + 1e-5f));
+    }
+    ASSERT_FALSE(back * v < 0.0f) << v;
+    error += (back - v) * (back - v);
+    signal += v * v;
+  }
+  EXPECT_GT(10.0 * std::log10(signal / error), 16.0);
+  for (int code = 0; code <= 15; ++code)
+    EXPECT_EQ(quantizeInt4((float(code) - 8.0f) * g.scale, g), code);
+  // An all-zero group: scale 1, every code 8.
+  Int4Group zero = searchSymmetricInt4Group([](int64_t) { return 0.0f; }, 16);
+  EXPECT_EQ(zero.scale, 1.0f);
+  EXPECT_EQ(quantizeInt4(0.0f, zero), 8);
+}
+
+} // namespace

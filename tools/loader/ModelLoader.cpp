@@ -103,6 +103,69 @@ double Arguments::getDouble(const std::string &name, double fallback) {
   return v;
 }
 
+std::string readTokenSequences(const std::string &path, int32_t vocab,
+                               int32_t maxTokens,
+                               std::vector<std::vector<int32_t>> &sequences) {
+  FILE *f = fopen(path.c_str(), "r");
+  if (!f)
+    return path + ": " + strerror(errno);
+  sequences.clear();
+  std::string error;
+  char buffer[1 << 16];
+  std::string line;
+  int lineNumber = 0;
+  auto parse = [&]() {
+    ++lineNumber;
+    std::vector<int32_t> ids;
+    const char *p = line.c_str();
+    while (*p) {
+      if (*p == ' ' || *p == '\t' || *p == ',' || *p == '\r') {
+        ++p;
+        continue;
+      }
+      if (*p == '#' && ids.empty())
+        return;
+      char *end = nullptr;
+      errno = 0;
+      long long id = strtoll(p, &end, 10);
+      if (end == p || errno || id < 0 || id >= vocab) {
+        error = path + ":" + std::to_string(lineNumber) + ": '" +
+                std::string(p, strcspn(p, " \t,\r")) +
+                "' is not a token id; expected integers in [0, " +
+                std::to_string(vocab) + ")";
+        return;
+      }
+      ids.push_back(int32_t(id));
+      p = end;
+    }
+    if (ids.empty())
+      return;
+    if (int32_t(ids.size()) > maxTokens) {
+      error = path + ":" + std::to_string(lineNumber) + ": " +
+              std::to_string(ids.size()) + " tokens; the build holds at most " +
+              std::to_string(maxTokens) + " positions";
+      return;
+    }
+    sequences.push_back(std::move(ids));
+  };
+  while (error.empty() && fgets(buffer, sizeof(buffer), f)) {
+    line += buffer;
+    if (!line.empty() && line.back() != '\n' && !feof(f))
+      continue; // a line longer than the buffer
+    if (!line.empty() && line.back() == '\n')
+      line.pop_back();
+    parse();
+    line.clear();
+  }
+  if (error.empty() && !line.empty())
+    parse();
+  fclose(f);
+  if (error.empty() && sequences.empty())
+    error = path + ": no token sequence; expected token ids, one sequence per "
+                   "line";
+  return error;
+}
+
 std::string writeNpy(const std::string &path, const float *data, size_t rows,
                      size_t cols) {
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +

@@ -45,6 +45,14 @@ private:
   std::string message;
 };
 
+/// Reads a calibration file: token ids, one sequence per line, separated by
+/// spaces or commas; blank lines and lines starting with '#' are skipped.
+/// Returns "" or a message naming the file and line at fault (an id outside
+/// [0, vocab), a sequence longer than maxTokens, no sequence at all).
+std::string readTokenSequences(const std::string &path, int32_t vocab,
+                               int32_t maxTokens,
+                               std::vector<std::vector<int32_t>> &sequences);
+
 /// Writes rows x cols float32 as a NumPy .npy file through a temporary name.
 std::string writeNpy(const std::string &path, const float *data, size_t rows,
                      size_t cols);

@@ -12,6 +12,8 @@
 #include "spark/Import/Importer.h"
 #include "spark/Passes/Passes.h"
 
+#include "ModelLoader.h"
+
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -19,6 +21,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -104,6 +107,21 @@ cl::opt<std::string> quant(
              "symmetric, int8 activations); the head is included, the "
              "head-wise gate kept in full precision"),
     cl::init("none"), cl::cat(category));
+
+cl::opt<std::string> calib(
+    "calib",
+    cl::desc("Calibration token ids (one sequence per line) for "
+             "--report-fidelity. The host kernels quantize activations per "
+             "token at run time, so no scheme needs static ranges from it"),
+    cl::value_desc("file"), cl::init(""), cl::cat(category));
+
+cl::opt<bool> reportFidelity(
+    "report-fidelity",
+    cl::desc("After the build, compile an fp32 reference build of the same "
+             "checkpoint, run both on the --calib sequences and write "
+             "OUT/fidelity.json (per-layer and logits SNR, max error, greedy "
+             "agreement); needs --calib"),
+    cl::init(false), cl::cat(category));
 
 cl::opt<bool> quiet("quiet", cl::desc("No progress output"), cl::init(false),
                     cl::cat(category));
@@ -268,6 +286,39 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
   return 0;
 }
 
+/// --report-fidelity: an fp32 reference build next to OUT (removed again),
+/// then spark-fidelity OUT --reference REF --calib FILE, which prints the
+/// table and writes OUT/fidelity.json.
+int reportFidelityOf(const char *argv0) {
+  std::string self = sys::fs::getMainExecutable(argv0, (void *)&fail);
+  SmallString<256> fidelityTool(sys::path::parent_path(self));
+  sys::path::append(fidelityTool, "spark-fidelity");
+  TemporaryFolder reference;
+  reference.path = outputPath + ".fidelity-reference";
+  sys::fs::remove_directories(reference.path);
+  std::string contextArg = "--max-context=" + std::to_string(maxContext);
+  std::string chunkArg = "--max-chunk=" + std::to_string(maxChunk);
+  std::string targetArg = "--target=" + target;
+  std::vector<StringRef> build = {self, checkpointDir, "-o", reference.path,
+                                  "--quiet", "--dtype=f32", "--quant=none",
+                                  contextArg, chunkArg, targetArg};
+  if (!quiet)
+    errs() << "fidelity: compiling the fp32 reference build\n";
+  std::string message;
+  if (sys::ExecuteAndWait(self, build, std::nullopt, {}, 0, 0, &message) != 0)
+    return fail("--report-fidelity: the fp32 reference build failed" +
+                (message.empty() ? "" : ": " + message));
+  std::vector<StringRef> compare = {fidelityTool, outputPath, "--reference",
+                                    reference.path, "--calib", calib};
+  if (quiet)
+    compare.push_back("--quiet");
+  if (sys::ExecuteAndWait(fidelityTool, compare, std::nullopt, {}, 0, 0,
+                          &message) != 0)
+    return fail("--report-fidelity: spark-fidelity failed" +
+                (message.empty() ? "" : ": " + message));
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -309,6 +360,26 @@ int main(int argc, char **argv) {
   if (!checkpoint)
     return fail(toString(checkpoint.takeError()));
 
+  if (reportFidelity && calib.empty())
+    return fail("--report-fidelity needs --calib FILE: the token sequences "
+                "both builds are compared on");
+  if (reportFidelity && emit != EmitStage::Library)
+    return fail("--report-fidelity applies to --emit=lib only");
+  if (!calib.empty()) {
+    // Checked before the long work: ids in the vocabulary, room in the
+    // context for the report's 32 generated tokens.
+    std::vector<std::vector<int32_t>> sequences;
+    std::string error = spark::readTokenSequences(
+        calib, int32_t((*checkpoint)->config().vocabSize),
+        int32_t(maxContext - 32), sequences);
+    if (!error.empty())
+      return fail("--calib: " + error);
+    if (!reportFidelity && !quiet)
+      WithColor::note(errs(), "spark-compile")
+          << "--calib is only read by --report-fidelity: the host kernels "
+             "quantize activations per token at run time\n";
+  }
+
   mlir::MLIRContext context;
   spark::ImportOptions importOptions;
   importOptions.maxContext = maxContext;
@@ -337,8 +408,11 @@ int main(int argc, char **argv) {
     return fail("the pass pipeline failed on " + checkpointDir);
   if (emit == EmitStage::Optimized)
     return writeText(printModule);
-  if (emit == EmitStage::Library)
-    return emitLibrary(**checkpoint, *module, argc, argv);
+  if (emit == EmitStage::Library) {
+    if (int rc = emitLibrary(**checkpoint, *module, argc, argv))
+      return rc;
+    return reportFidelity ? reportFidelityOf(argv[0]) : 0;
+  }
 
   Expected<spark::ModelPlan> plan =
       spark::planModel(*module, **checkpoint, buildOptions());

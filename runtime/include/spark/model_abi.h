@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define SPARK_MODEL_ABI_VERSION 1
+#define SPARK_MODEL_ABI_VERSION 2
 
 /* Element types of pack tensors and caches. */
 typedef enum spark_dtype {
@@ -53,6 +53,13 @@ typedef struct spark_cache_def {
   int32_t head_dim;
 } spark_cache_def;
 
+/* Called after each decoder layer with its output (the residual stream):
+ * rows [rows][width] floats, row r at hidden + r * row_stride. For
+ * diagnostics (spark-fidelity); the data is valid during the call only. */
+typedef void (*spark_layer_probe)(void *user, int32_t layer, int32_t rows,
+                                  int32_t width, const float *hidden,
+                                  int32_t row_stride);
+
 typedef struct spark_model_def {
   uint32_t abi_version; /* SPARK_MODEL_ABI_VERSION */
   uint64_t abi_hash;    /* tensor table + kernels; must equal the pack's */
@@ -87,6 +94,8 @@ typedef struct spark_model_def {
   /* Why the build's best code path is not used on this CPU (e.g. AMX
    * unavailable), or NULL. */
   const char *(*dispatch_reason)(void);
+  /* Installs (NULL: removes) the layer probe of this library, process-wide. */
+  void (*set_layer_probe)(spark_layer_probe probe, void *user);
 } spark_model_def;
 
 #ifdef __cplusplus

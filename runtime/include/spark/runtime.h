@@ -80,10 +80,17 @@ typedef struct spark_model_info {
   const char *target;
   const char *dispatch; /* code path the kernels take on this CPU */
   const char *dispatch_reason; /* why a better path is not taken, or NULL */
+  int32_t num_layers;
 } spark_model_info;
 
 spark_status spark_model_get_info(const spark_model *model,
                                   spark_model_info *out_info);
+
+/* Calls probe(user, layer, ...) after every decoder layer of every step the
+ * model's library runs, in this process (NULL removes it): a diagnostic hook
+ * (spark-fidelity compares layer outputs of two builds with it). */
+spark_status spark_model_set_layer_probe(spark_model *model,
+                                         spark_layer_probe probe, void *user);
 
 /* Bytes of cache tensor i (0 <= i < num_caches; 2 per layer, keys first). */
 spark_status spark_cache_bytes(const spark_model *model, int32_t index,

@@ -103,6 +103,7 @@ struct Step {
   };
   std::vector<Arg> args; // in the kernel's argument order, output last
   bool headRows = false; // runs on the rows whose logits are wanted
+  int probeLayer = -1;    // its output is decoder layer probeLayer's output
   // CacheWrite: copy each row of `source` into its cache slot.
   int cache = -1;
   View source;
