@@ -224,6 +224,56 @@ class EndToEnd(unittest.TestCase):
         out, prompt = self.snr_of_build(["--quant=w4a8"], "mini-w4a8", 5.0)
         self.int8_kernels_match_halide(out, prompt)
 
+    def test_fidelity_report(self):
+        """spark-compile --report-fidelity against an independent comparison
+        of the same two builds (spark-run logits of each)."""
+        ckpt = os.path.join(self.tmp, "mini-ckpt")
+        if not os.path.exists(ckpt):
+            run([tool("spark-mkmodel"), "--preset", "mini", "--dtype", "f32", "-o", ckpt])
+        rng = np.random.default_rng(11)
+        sequences = [[int(t) for t in rng.integers(0, 4096, n)] for n in (40, 90, 7)]
+        calib = os.path.join(self.tmp, "calib.txt")
+        with open(calib, "w") as f:
+            f.write("# calibration sequences\n")
+            for seq in sequences:
+                f.write(" ".join(map(str, seq)) + "\n")
+        out = os.path.join(self.tmp, "fidelity-w8a8")
+        ref_out = os.path.join(self.tmp, "fidelity-f32")
+        flags = ["--quiet", "--max-context", str(MAX_CONTEXT)]
+        table = run([tool("spark-compile"), ckpt, "-o", out, "--quant=w8a8", "--calib", calib,
+                     "--report-fidelity", *flags])
+        self.assertFalse(os.path.exists(out + ".fidelity-reference"))
+        with open(os.path.join(out, "fidelity.json")) as f:
+            report = json.load(f)
+        print(table)
+        run([tool("spark-compile"), ckpt, "-o", ref_out, *flags])
+        ours, truth = [], []
+        for i, seq in enumerate(sequences):
+            for build, rows in ((out, ours), (ref_out, truth)):
+                path = os.path.join(self.tmp, "fidelity-%d.npy" % i)
+                run([tool("spark-run"), build, "--prompt-ids", ",".join(map(str, seq)),
+                     "--n-predict", "1", "--logits-out", path])
+                rows.append(np.load(path)[:len(seq)])
+        ours, truth = np.concatenate(ours), np.concatenate(truth)
+        snr = 10 * np.log10((truth.astype(np.float64) ** 2).sum() /
+                            ((ours.astype(np.float64) - truth) ** 2).sum())
+        agreement = np.mean(ours.argmax(1) == truth.argmax(1))
+        self.assertEqual(report["sequences"], 3)
+        self.assertEqual(report["positions"], sum(map(len, sequences)))
+        self.assertAlmostEqual(report["logits"]["snr_db"], snr, delta=0.01)
+        self.assertAlmostEqual(report["logits"]["max_abs_error"],
+                               float(np.abs(ours - truth).max()), delta=1e-3)
+        self.assertAlmostEqual(report["logits"]["greedy_agreement"], agreement, delta=1e-6)
+        # One entry per decoder layer; quantization noise is there from the
+        # first layer on and the last layer's is close to the logits'.
+        layers = report["layers"]
+        self.assertEqual([l["layer"] for l in layers], list(range(len(layers))))
+        self.assertGreater(len(layers), 1)
+        for l in layers:
+            self.assertTrue(10.0 < l["snr_db"] < 60.0, l)
+        self.assertLess(abs(layers[-1]["snr_db"] - snr), 6.0)
+        self.assertEqual(report["generation"]["tokens_per_build"], 3 * 32)
+
     def test_bf16_build_of_mini(self):
         # measured 37.4 dB
         self.snr_of_build(["--dtype", "bf16"], "mini-bf16", 30.0)
