@@ -201,7 +201,7 @@ class EndToEnd(unittest.TestCase):
 
     def test_w8a16_build_of_mini(self):
         # int8 weights per output channel (head included, gate kept): measured
-        # 30.0 dB; the floor is 28 dB.
+        # 29.9 dB (30.0 on an earlier machine); the floor is 28 dB.
         self.snr_of_build(["--quant=w8a16"], "mini-w8a16", 28.0)
 
     def test_w4a16_build_of_mini(self):
