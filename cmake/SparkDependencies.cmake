@@ -53,6 +53,18 @@ find_path(SPARK_HALIDE_INCLUDE_DIR HalideRuntime.h PATHS /usr/include/halide14 R
 # the host model's shared object.
 find_program(SPARK_CLANG clang PATHS ${LLVM_TOOLS_BINARY_DIR} NO_DEFAULT_PATH REQUIRED)
 
+# --target=arm64 compiles C (driver, microkernels, runtime, runner) with
+# Debian's AArch64 cross compiler and links static executables with it; the
+# tests run them under qemu-aarch64-static. Optional: without them the arm64
+# target reports what to install.
+find_program(SPARK_ARM64_CC aarch64-linux-gnu-gcc)
+if(NOT SPARK_ARM64_CC)
+  set(SPARK_ARM64_CC "")
+  message(STATUS "aarch64-linux-gnu-gcc not found: --target=arm64 unavailable "
+                 "(apt-get install gcc-aarch64-linux-gnu)")
+endif()
+find_program(SPARK_QEMU_AARCH64 qemu-aarch64-static)
+
 find_package(GTest REQUIRED)
 
 # The reference and lit need Debian's python3 (with python3-numpy), not a

@@ -1,47 +1,25 @@
 //===- ModelLoader.cpp - shared pieces of spark-run and spark-bench -------===//
 #include "ModelLoader.h"
+#include "model_dir.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dlfcn.h>
 #include <unistd.h>
 
 namespace spark {
 
 std::string LoadedModel::load(const std::string &outDir,
                               spark_open_params params) {
-  std::string library = outDir + "/libspark_model.so";
-  std::string pack = outDir + "/model.spkw";
-  if (access(library.c_str(), R_OK) != 0)
-    return library + ": missing; expected a spark-compile host output folder";
-  char *absolute = realpath(library.c_str(), nullptr);
-  this->library = dlopen(absolute ? absolute : library.c_str(),
-                         RTLD_NOW | RTLD_LOCAL);
-  free(absolute);
-  if (!this->library)
-    return library + ": " + dlerror();
-  using DefinitionFn = const spark_model_def *(*)(void);
-  auto definition = reinterpret_cast<DefinitionFn>(
-      dlsym(this->library, "spark_model_definition"));
-  if (!definition)
-    return library + ": no spark_model_definition symbol";
-  char message[512] = "";
-  params.error_message = message;
-  params.error_message_bytes = sizeof(message);
-  spark_status status =
-      spark_model_open(definition(), pack.c_str(), &params, &model);
-  if (status != SPARK_OK)
-    return std::string(message) + " (" + spark_status_string(status) + ")";
+  char error[1024] = "";
+  if (spark_open_model_dir(outDir.c_str(), params, &model, &library, error,
+                           sizeof(error)) != 0)
+    return error;
   return "";
 }
 
-LoadedModel::~LoadedModel() {
-  spark_model_close(model);
-  if (library)
-    dlclose(library);
-}
+LoadedModel::~LoadedModel() { spark_close_model_dir(model, library); }
 
 Arguments::Arguments(int argc, char **argv,
                      const std::map<std::string, bool> &options) {
@@ -164,33 +142,6 @@ std::string readTokenSequences(const std::string &path, int32_t vocab,
     error = path + ": no token sequence; expected token ids, one sequence per "
                    "line";
   return error;
-}
-
-std::string writeNpy(const std::string &path, const float *data, size_t rows,
-                     size_t cols) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
-                       std::to_string(rows) + ", " + std::to_string(cols) +
-                       "), }";
-  size_t total = 10 + header.size() + 1;
-  header.append((64 - total % 64) % 64, ' ');
-  header += '\n';
-  std::string temporary = path + ".partial";
-  FILE *f = fopen(temporary.c_str(), "wb");
-  if (!f)
-    return temporary + ": " + strerror(errno);
-  uint16_t length = uint16_t(header.size());
-  unsigned char lengthBytes[2] = {uint8_t(length & 0xff), uint8_t(length >> 8)};
-  bool ok = fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8 &&
-            fwrite(lengthBytes, 1, 2, f) == 2 &&
-            fwrite(header.data(), 1, header.size(), f) == header.size() &&
-            fwrite(data, sizeof(float), rows * cols, f) == rows * cols;
-  ok = fclose(f) == 0 && ok;
-  if (!ok || rename(temporary.c_str(), path.c_str()) != 0) {
-    std::string why = strerror(errno);
-    remove(temporary.c_str());
-    return path + ": " + why;
-  }
-  return "";
 }
 
 } // namespace spark

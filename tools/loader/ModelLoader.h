@@ -1,7 +1,8 @@
 //===- ModelLoader.h - shared pieces of spark-run and spark-bench ---------===//
 //
-// These tools link only the C runtime (not LLVM): they load a host build's
-// shared library with dlopen and its pack with spark_model_open.
+// spark-bench and spark-fidelity link only the C runtime (not LLVM): they
+// load a host build's shared library with dlopen and its pack with
+// spark_model_open (model_dir.h, shared with the C spark-run).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SPARK_TOOLS_MODELLOADER_H
@@ -52,10 +53,6 @@ private:
 std::string readTokenSequences(const std::string &path, int32_t vocab,
                                int32_t maxTokens,
                                std::vector<std::vector<int32_t>> &sequences);
-
-/// Writes rows x cols float32 as a NumPy .npy file through a temporary name.
-std::string writeNpy(const std::string &path, const float *data, size_t rows,
-                     size_t cols);
 
 } // namespace spark
 

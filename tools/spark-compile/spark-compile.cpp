@@ -30,7 +30,7 @@ using namespace llvm;
 
 namespace {
 
-enum class EmitStage { MLIR, Optimized, Halide, Assembly, Library };
+enum class EmitStage { MLIR, Optimized, Halide, Assembly, Library, Executable };
 
 cl::OptionCategory category("spark-compile options");
 
@@ -50,7 +50,11 @@ cl::opt<EmitStage> emit(
                           "every kernel's assembly, per ISA variant"),
                clEnumValN(EmitStage::Library, "lib",
                           "the model library, weight pack, header and "
-                          "manifest in the -o folder")),
+                          "manifest in the -o folder"),
+               clEnumValN(EmitStage::Executable, "exe",
+                          "lib, plus OUT/spark-run: a static executable for "
+                          "the target (runner + runtime + model) that reads "
+                          "OUT/model.spkw")),
     cl::init(EmitStage::Library), cl::cat(category));
 
 cl::opt<std::string> outputPath(
@@ -60,8 +64,9 @@ cl::opt<std::string> outputPath(
 
 cl::opt<std::string> target("target",
                             cl::desc("Device to compile for: host (x86-64 "
-                                     "AVX2 / AVX-512, chosen at run time) or "
-                                     "spr (adds AMX prefill kernels)"),
+                                     "AVX2 / AVX-512, chosen at run time), "
+                                     "spr (adds AMX prefill kernels) or "
+                                     "arm64 (NEON, dot product)"),
                             cl::init("host"), cl::cat(category));
 
 cl::opt<spark::DType> dtype(
@@ -160,6 +165,7 @@ spark::BuildOptions buildOptions() {
   options.quiet = quiet;
   options.amxKernel = amxKernel;
   options.quant = quant;
+  options.executable = emit == EmitStage::Executable;
   return options;
 }
 
@@ -241,7 +247,8 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
     errs() << "spark-compile: " << plan->kernels.size() << " kernels, "
            << plan->tensors.size() << " pack tensors, arena "
            << plan->arenaFloats * 4 / 1024 << " KiB\n";
-  if (Error e = spark::buildHostLibrary(*plan, staging.path))
+  if (Error e = spark::buildLibrary(*plan, staging.path,
+                                    emit == EmitStage::Executable))
     return fail(toString(std::move(e)));
   if (!quiet)
     errs() << "writing the weight pack\n";
@@ -280,9 +287,15 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
   staging.path.clear();
   if (!previous.empty())
     sys::fs::remove_directories(previous);
-  if (!quiet)
-    errs() << "wrote " << out << " (libspark_model.a, libspark_model.so, "
-           << "spark_model.h, model.spkw, manifest.json)\n";
+  if (!quiet) {
+    std::error_code ec;
+    std::string names;
+    for (sys::fs::directory_iterator it(out, ec), end; it != end && !ec;
+         it.increment(ec))
+      names += (names.empty() ? "" : ", ") +
+               sys::path::filename(it->path()).str();
+    errs() << "wrote " << out << " (" << names << ")\n";
+  }
   return 0;
 }
 
@@ -346,10 +359,12 @@ int main(int argc, char **argv) {
   if (amxKernel != "tiles" && amxKernel != "halide")
     return fail("--amx-kernel=" + amxKernel + " is not known; expected tiles "
                 "or halide");
-  if (target != "host" && target != "spr")
-    return fail("--target=" + target +
-                " is not supported yet; expected host or spr");
-  if (emit == EmitStage::Library && outputPath == "-")
+  if (Expected<spark::TargetInfo> info = spark::targetFor(target, amxKernel);
+      !info)
+    return fail(toString(info.takeError()));
+  const bool library =
+      emit == EmitStage::Library || emit == EmitStage::Executable;
+  if (library && outputPath == "-")
     return fail("-o OUT is required: the folder to write the library, pack, "
                 "header and manifest into");
 
@@ -363,8 +378,11 @@ int main(int argc, char **argv) {
   if (reportFidelity && calib.empty())
     return fail("--report-fidelity needs --calib FILE: the token sequences "
                 "both builds are compared on");
-  if (reportFidelity && emit != EmitStage::Library)
+  if (reportFidelity && !library)
     return fail("--report-fidelity applies to --emit=lib only");
+  if (reportFidelity && !spark::targetFor(target, amxKernel)->native)
+    return fail("--report-fidelity runs the build here; --target=" + target +
+                " does not run on this machine");
   if (!calib.empty()) {
     // Checked before the long work: ids in the vocabulary, room in the
     // context for the report's 32 generated tokens.
@@ -408,7 +426,7 @@ int main(int argc, char **argv) {
     return fail("the pass pipeline failed on " + checkpointDir);
   if (emit == EmitStage::Optimized)
     return writeText(printModule);
-  if (emit == EmitStage::Library) {
+  if (library) {
     if (int rc = emitLibrary(**checkpoint, *module, argc, argv))
       return rc;
     return reportFidelity ? reportFidelityOf(argv[0]) : 0;

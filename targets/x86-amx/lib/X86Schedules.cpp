@@ -1,11 +1,14 @@
 //===- X86Schedules.cpp - x86 schedules of the spark kernels --------------===//
 #include "spark/Targets/X86.h"
+#include "spark/Targets/CpuSchedules.h"
 
 using namespace Halide;
 
 namespace spark {
 
-std::vector<TargetVariant> x86HostVariants() {
+namespace {
+
+std::vector<TargetVariant> hostVariants() {
   const char *base = "x86-64-linux-sse41-avx-avx2-fma-f16c-no_runtime";
   TargetVariant avx512;
   avx512.name = "avx512";
@@ -45,9 +48,9 @@ std::vector<TargetVariant> x86HostVariants() {
 }
 
 
-std::vector<TargetVariant> x86Variants(const std::string &target,
-                                       const std::string &matrixKernel) {
-  std::vector<TargetVariant> variants = x86HostVariants();
+std::vector<TargetVariant> variants(const std::string &target,
+                                    const std::string &matrixKernel) {
+  std::vector<TargetVariant> variants = hostVariants();
   if (target != "spr")
     return variants;
   // Sapphire Rapids: AMX tiles for bf16 prefill GEMMs. Halide needs plain
@@ -69,14 +72,14 @@ std::vector<TargetVariant> x86Variants(const std::string &target,
   return variants;
 }
 
-static bool isBF16Prefill(const KernelSpec &spec) {
+bool isBF16Prefill(const KernelSpec &spec) {
   return spec.kind == KernelKind::Linear && spec.phase == Phase::Prefill &&
          spec.weightType == DType::BF16;
 }
 
 /// A product of int8 inputs with int8 weights (w8a8) or with symmetric
 /// 4-bit groups of 128 (w4a8).
-static bool isInt8Linear(const KernelSpec &spec, bool fourBit) {
+bool isInt8Linear(const KernelSpec &spec, bool fourBit) {
   if (spec.kind != KernelKind::Linear || spec.inputBits != 8)
     return false;
   return fourBit ? spec.group == 128 && spec.symmetricGroups
@@ -131,108 +134,6 @@ bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec) {
          spec.in % 2 == 0 && spec.out % 8 == 0;
 }
 
-Target x86RuntimeTarget() { return Target("x86-64-linux-sse41"); }
-
-namespace {
-
-/// Largest power of two <= limit that divides n (at least 1).
-int dividingBlock(int64_t n, int limit) {
-  int block = 1;
-  while (block * 2 <= limit && n % (block * 2) == 0)
-    block *= 2;
-  return block;
-}
-
-/// Elementwise kernels: vectorize the features, one task per token row.
-void scheduleElementwise(KernelAlgorithm &k, int lanes) {
-  k.output.vectorize(k.x, lanes, TailStrategy::GuardWithIf).parallel(k.y);
-}
-
-/// A sum over `r` into f(pure vars), vectorized into `lanes` partial sums
-/// (vertical FMAs, one horizontal add at the end) when the length allows.
-/// Returns the rfactored partial-sum Func, or an undefined Func.
-Func vectorizeSum(Func f, RDom r, int64_t length, int lanes,
-                  RVar outer = RVar("ro"), Var lane = Var("lane")) {
-  if (length % lanes != 0)
-    return Func();
-  RVar inner("ri");
-  Func partial = f.update().split(r.x, outer, inner, lanes).rfactor(inner, lane);
-  // rfactor appends the lane to the pure vars; store it innermost so the
-  // partial sums are whole vectors.
-  std::vector<Var> storage = {lane};
-  for (const Var &v : f.args())
-    storage.push_back(v);
-  partial.reorder_storage(storage);
-  partial.vectorize(lane);
-  partial.update().vectorize(lane);
-  return partial;
-}
-
-void scheduleRMSNorm(KernelAlgorithm &k, int lanes) {
-  scheduleElementwise(k, lanes);
-  k.sumSquares.compute_at(k.output, k.y);
-  if (Func partial = vectorizeSum(k.sumSquares, k.reduction, k.spec.in, lanes);
-      partial.defined())
-    partial.compute_at(k.output, k.y);
-}
-
-// Decode (one token): a GEMV that streams each weight row once. Rows are
-// split into blocks, one parallel task each; within a block, 4 rows at a
-// time each keep `lanes` partial sums in their own register (4 independent
-// FMA chains and memory streams) and reduce them at the end.
-void scheduleLinearDecode(KernelAlgorithm &k, int lanes) {
-  Func out = k.output, dot = k.accumulator;
-  RVar ko("ko");
-  Var lane("lane");
-  Func partial = vectorizeSum(dot, k.reduction, k.spec.in, lanes, ko, lane);
-  Var block("block"), group("group"), row("row");
-  const int rowsPerGroup = dividingBlock(k.spec.out, 4);
-  out.split(k.x, block, group, dividingBlock(k.spec.out, 64))
-      .split(group, group, row, rowsPerGroup)
-      .unroll(row)
-      .parallel(block);
-  dot.compute_at(out, group).unroll(k.x);
-  dot.update().unroll(k.x);
-  if (partial.defined()) {
-    partial.compute_at(out, group);
-    partial.reorder(lane, k.x, k.y).unroll(k.x);
-    partial.update().reorder(lane, k.x, k.y, ko).unroll(k.x);
-  }
-}
-
-// Prefill (a chunk): register-blocked over up to 4 weight rows x 4 tokens,
-// so each weight vector load feeds 4 tokens and each activation load 4 rows;
-// blocks of row tiles are the parallel tasks, so every thread streams its
-// own weights once per chunk. The driver passes a multiple of 8 rows
-// (kPrefillRowMultiple, itself a multiple of 4).
-void schedulePrefillLinear(KernelAlgorithm &k, int lanes) {
-  Func out = k.output, dot = k.accumulator;
-  RVar ko("ko");
-  Var lane("lane");
-  Func partial = vectorizeSum(dot, k.reduction, k.spec.in, lanes, ko, lane);
-  const int rowBlock = dividingBlock(k.spec.out, 4);
-  const int tilesPerTask = dividingBlock(k.spec.out / rowBlock, 16);
-  Var rowTile("row_tile"), tokenTile("token_tile"), row("row"), token("token"),
-      task("task"), tileInTask("tile_in_task");
-  out.output_buffer().dim(1).set_extent(
-      (out.output_buffer().dim(1).extent() / 4) * 4);
-  out.tile(k.x, k.y, rowTile, tokenTile, row, token, rowBlock, 4,
-           TailStrategy::RoundUp)
-      .split(rowTile, task, tileInTask, tilesPerTask)
-      .reorder(row, token, tokenTile, tileInTask, task)
-      .unroll(row)
-      .unroll(token)
-      .parallel(task);
-  dot.compute_at(out, tokenTile).unroll(k.x).unroll(k.y);
-  dot.update().unroll(k.x).unroll(k.y);
-  if (partial.defined()) {
-    partial.compute_at(out, tokenTile);
-    // rfactor appends the lane to the pure vars: (row, token, lane).
-    partial.reorder(lane, k.x, k.y).unroll(k.x).unroll(k.y);
-    partial.update().reorder(lane, k.x, k.y, ko).unroll(k.x).unroll(k.y);
-  }
-}
-
 // Prefill on AMX tiles: 8 x 8 tiles of (tokens, rows) accumulate
 // tdpbf16ps over K in steps of 2 (Halide 14 covers K = 2 per tile op), then
 // are stored and transposed into [rows, tokens]. The activations are packed
@@ -268,79 +169,62 @@ void scheduleLinearTiles(KernelAlgorithm &k) {
   out.vectorize(k.x, 16, TailStrategy::GuardWithIf);
 }
 
-void scheduleAttention(KernelAlgorithm &k, int lanes) {
-  Var headToken("head_token");
-  Func out = k.output;
-  out.fuse(k.y, k.z, headToken).parallel(headToken)
-      .vectorize(k.x, lanes, TailStrategy::GuardWithIf);
-  for (Func f : {k.scores, k.maxScore, k.denominator, k.weights,
-                 k.accumulated, k.keyPositions})
-    f.compute_at(out, headToken);
-  Var m = k.weights.args()[0];
-  k.weights.vectorize(m, lanes, TailStrategy::GuardWithIf);
-  k.keyPositions.vectorize(k.keyPositions.args()[0], lanes,
-                           TailStrategy::GuardWithIf);
-  // Dot products q . k over head_dim: lanes-wide partial sums.
-  if (k.spec.headDim % lanes == 0)
-    k.scores.update().atomic().vectorize(k.innerReduction.x, lanes);
-  // Weighted sum of values: vectorize head_dim, walk keys outside it.
-  RVar key = k.reduction.x;
-  k.accumulated.vectorize(k.x, lanes, TailStrategy::GuardWithIf);
-  k.accumulated.update().reorder(k.x, key).vectorize(k.x, lanes,
-                                                   TailStrategy::GuardWithIf);
-}
-
-} // namespace
-
-/// Int8 inputs: each token's max |x| and codes, once per call, before the
-/// product's parallel loop reads them.
-void scheduleInputQuantization(KernelAlgorithm &k, int lanes) {
-  k.inputRange.compute_root();
-  if (Func partial = vectorizeSum(k.inputRange, k.innerReduction, k.spec.in,
-                                  lanes);
-      partial.defined())
-    partial.compute_at(k.inputRange, k.inputRange.args()[0]);
-  k.quantizedInput.compute_root().vectorize(k.x, lanes,
-                                            TailStrategy::GuardWithIf);
-}
-
 void scheduleX86(KernelAlgorithm &k, const TargetVariant &variant) {
-  const int lanes = variant.vectorFloats;
-  if (k.quantizedInput.defined())
-    scheduleInputQuantization(k, lanes);
   if (k.packedInput.defined()) {
     scheduleLinearTiles(k);
     return;
   }
-  switch (k.spec.kind) {
-  case KernelKind::Embed:
-  case KernelKind::Rope:
-  case KernelKind::HeadGate:
-  case KernelKind::Geglu:
-  case KernelKind::Binary:
-  case KernelKind::Unary:
-    scheduleElementwise(k, lanes);
-    break;
-  case KernelKind::Mean:
-    k.output.parallel(k.y);
-    k.accumulator.compute_at(k.output, k.y);
-    if (Func partial = vectorizeSum(k.accumulator, k.reduction, k.spec.in, lanes);
-        partial.defined())
-      partial.compute_at(k.output, k.y);
-    break;
-  case KernelKind::RMSNorm:
-    scheduleRMSNorm(k, lanes);
-    break;
-  case KernelKind::Linear:
-    if (k.spec.phase == Phase::Prefill)
-      schedulePrefillLinear(k, lanes);
-    else
-      scheduleLinearDecode(k, lanes);
-    break;
-  case KernelKind::Attention:
-    scheduleAttention(k, lanes);
-    break;
+  scheduleCpuKernel(k, variant.vectorFloats);
+}
+
+/// The AMX availability check of --target=spr drivers.
+const char *kAmxCheck = R"c(#include <sys/syscall.h>
+#include <unistd.h>
+
+/* AMX code may run only if CPUID.(EAX=7,ECX=0):EDX reports AMX-BF16 (bit 22),
+ * AMX-TILE (24) and AMX-INT8 (25), and the kernel grants this process the
+ * tile data state (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA,
+ * which applications must request even on AMX hardware). NULL when usable. */
+static const char *spark_amx_missing(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+    return "AMX not used: CPUID leaf 7 is unavailable";
+  if (!(d & (1u << 22)) || !(d & (1u << 24)) || !(d & (1u << 25)))
+    return "AMX not used: CPUID reports no AMX-TILE/AMX-BF16/AMX-INT8";
+  if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */,
+              18 /* XFEATURE_XTILEDATA */) != 0)
+    return "AMX not used: the kernel refused the tile data state "
+           "(arch_prctl ARCH_REQ_XCOMP_PERM)";
+  return NULL;
+}
+
+static int spark_amx_usable(void) { return spark_amx_missing() == NULL; }
+)c";
+
+} // namespace
+
+TargetInfo x86Target(const std::string &name, const std::string &matrixKernel) {
+  TargetInfo t;
+  t.name = name;
+  t.family = "x86";
+  t.variants = variants(name, matrixKernel);
+  t.runtime = Target("x86-64-linux-sse41");
+  t.cc = SPARK_CLANG;
+  t.cflags = {"-fPIC"};
+  t.exeFlags = {"-static"};
+  t.microkernelDir = SPARK_TARGETS_DIR "/x86-amx/lib";
+  t.cpuPrelude = "#include <cpuid.h>\n";
+  if (t.matrixTiles()) {
+    t.cpuPrelude += kAmxCheck;
+    t.dispatchReason = "spark_amx_missing()";
   }
+  t.cpuInit = "__builtin_cpu_init();";
+  t.unsupportedMessage = "this library needs an x86-64 CPU with AVX2, FMA and F16C";
+  t.native = true;
+  t.microkernelFor = microkernelFor;
+  t.compilesKernel = compilesKernel;
+  t.schedule = scheduleX86;
+  return t;
 }
 
 } // namespace spark

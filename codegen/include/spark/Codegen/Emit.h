@@ -3,7 +3,7 @@
 #define SPARK_CODEGEN_EMIT_H
 
 #include "spark/Codegen/ModelPlan.h"
-#include "spark/Targets/X86.h"
+#include "spark/Targets/Target.h"
 
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -11,10 +11,9 @@
 namespace spark {
 
 /// The C source of the generated step driver (kernel calls in order, buffer
-/// views, cache writes, arena offsets, CPU dispatch) for the ISA variants the
-/// kernels were compiled for, best first.
-std::string emitDriverSource(const ModelPlan &plan,
-                             llvm::ArrayRef<TargetVariant> variants);
+/// views, cache writes, arena offsets, CPU dispatch) for the target's ISA
+/// variants.
+std::string emitDriverSource(const ModelPlan &plan, const TargetInfo &target);
 
 /// spark_model.h: declares spark_model_definition() and the model's sizes.
 std::string emitModelHeader(const ModelPlan &plan);
@@ -30,15 +29,18 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
 enum class KernelText { HalideStatements, Assembly };
 
 /// Writes every kernel's lowered Halide statements or assembly, for every
-/// host variant, to `os` (each behind a `// ===== kernel NAME (VARIANT)`
+/// variant of the target, to `os` (each behind a `// ===== kernel NAME (VARIANT)`
 /// line). `scratchDir` holds one temporary file at a time.
 llvm::Error emitKernelText(const ModelPlan &plan, KernelText kind,
                            llvm::StringRef scratchDir, llvm::raw_ostream &os);
 
-/// Compiles every kernel for every host variant, the driver and the Halide
-/// runtime, and writes libspark_model.a (and libspark_model.so, which
-/// spark-run and spark-bench load) into `dir`.
-llvm::Error buildHostLibrary(const ModelPlan &plan, llvm::StringRef dir);
+/// Compiles every kernel for every variant of the build's target, the
+/// microkernels, the driver and the Halide runtime, and writes
+/// libspark_model.a into `dir`; for targets that run here also
+/// libspark_model.so (which spark-run, spark-bench and spark-fidelity load);
+/// with `executable`, a static `spark-run` for the target.
+llvm::Error buildLibrary(const ModelPlan &plan, llvm::StringRef dir,
+                         bool executable);
 
 } // namespace spark
 

@@ -33,6 +33,7 @@ struct BuildOptions {
   bool quiet = false;
   std::string amxKernel = "tiles"; // --target=spr: "tiles" or "halide"
   std::string quant = "none";      // --quant
+  bool executable = false;         // --emit=exe: also a static spark-run
 };
 
 /// One tensor of the weight pack.

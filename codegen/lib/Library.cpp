@@ -1,7 +1,5 @@
-//===- HostLibrary.cpp - compile kernels and driver into the host library -===//
+//===- Library.cpp - compile kernels and driver into a target's library ---===//
 #include "spark/Codegen/Emit.h"
-
-#include "spark/Targets/X86.h"
 
 #include "llvm/Object/ArchiveWriter.h"
 #include "llvm/Support/FileSystem.h"
@@ -26,17 +24,32 @@ std::string join(StringRef dir, StringRef file) {
   return std::string(path);
 }
 
+/// Runs a compiler or linker. Its diagnostics are kept out of the user's
+/// way (a cross linker warns about dlopen in static programs, for one) and
+/// shown only when it fails.
 Error run(ArrayRef<StringRef> argv, StringRef what) {
+  SmallString<128> log;
+  if (std::error_code ec =
+          sys::fs::createTemporaryFile("spark-compile-tool", "log", log))
+    return createStringError(ec, "cannot create a temporary file: %s",
+                             ec.message().c_str());
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log),
+                                          StringRef(log)};
   std::string message;
-  int rc = sys::ExecuteAndWait(argv[0], argv, std::nullopt, {}, 0, 0, &message);
+  int rc = sys::ExecuteAndWait(argv[0], argv, std::nullopt, redirects, 0, 0,
+                               &message);
+  std::string output;
+  if (auto text = MemoryBuffer::getFile(log, /*IsText=*/true))
+    output = (*text)->getBuffer().str();
+  sys::fs::remove(log);
   if (rc != 0) {
     std::string command;
     for (StringRef a : argv)
       command += a.str() + " ";
     return createStringError(inconvertibleErrorCode(),
-                             "%s failed (exit %d%s%s): %s", what.str().c_str(),
-                             rc, message.empty() ? "" : ", ", message.c_str(),
-                             command.c_str());
+                             "%s failed (exit %d%s%s): %s\n%s",
+                             what.str().c_str(), rc, message.empty() ? "" : ", ",
+                             message.c_str(), command.c_str(), output.c_str());
   }
   return Error::success();
 }
@@ -52,12 +65,13 @@ Error writeText(StringRef path, StringRef text) {
 }
 
 /// Builds, schedules and compiles one kernel for one variant into `outputs`.
-Error compileKernel(const KernelSpec &spec, const TargetVariant &variant,
+Error compileKernel(const TargetInfo &target, const KernelSpec &spec,
+                    const TargetVariant &variant,
                     const std::map<Halide::OutputFileType, std::string> &outputs) {
   std::string symbol = "spark_" + spec.name() + "_" + variant.name;
   try {
     KernelAlgorithm kernel = buildKernel(spec, variant.matrixTiles);
-    scheduleX86(kernel, variant);
+    target.schedule(kernel, variant);
     Halide::Pipeline pipeline(kernel.output);
     pipeline.compile_to(outputs, kernel.arguments, symbol, variant.halide);
   } catch (const Halide::Error &e) {
@@ -69,19 +83,42 @@ Error compileKernel(const KernelSpec &spec, const TargetVariant &variant,
   return Error::success();
 }
 
+/// Compiles C `source` to `object` with the target's compiler.
+Error compileC(const TargetInfo &target, StringRef source, StringRef object,
+               ArrayRef<std::string> extraFlags, StringRef what) {
+  static const std::string includes[] = {
+      "-I" SPARK_RUNTIME_INCLUDE_DIR, "-I" SPARK_HALIDE_INCLUDE_DIR,
+      "-I" SPARK_TARGETS_DIR "/common/lib"};
+  std::vector<StringRef> args = {target.cc, "-std=gnu11", "-O2", "-Wall",
+                                 "-Werror=implicit-function-declaration"};
+  for (const std::string &flag : target.cflags)
+    args.push_back(flag);
+  for (const std::string &flag : extraFlags)
+    args.push_back(flag);
+  for (const std::string &include : includes)
+    args.push_back(include);
+  for (StringRef a : {StringRef("-c"), source, StringRef("-o"), object})
+    args.push_back(a);
+  return run(args, what);
+}
+
 } // namespace
 
 Error emitKernelText(const ModelPlan &plan, KernelText kind, StringRef scratchDir,
                      raw_ostream &os) {
+  Expected<TargetInfo> target =
+      targetFor(plan.options.target, plan.options.amxKernel);
+  if (!target)
+    return target.takeError();
   for (const KernelSpec &spec : plan.kernels)
-    for (const TargetVariant &variant : x86Variants(plan.options.target, plan.options.amxKernel)) {
-      if (!compilesKernel(variant, spec))
+    for (const TargetVariant &variant : target->variants) {
+      if (!target->compilesKernel(variant, spec))
         continue;
       std::string file = join(scratchDir, "kernel.txt");
       Halide::OutputFileType type = kind == KernelText::HalideStatements
                                         ? Halide::OutputFileType::stmt
                                         : Halide::OutputFileType::assembly;
-      if (Error e = compileKernel(spec, variant, {{type, file}}))
+      if (Error e = compileKernel(*target, spec, variant, {{type, file}}))
         return e;
       auto text = MemoryBuffer::getFile(file, /*IsText=*/true);
       if (!text)
@@ -95,21 +132,26 @@ Error emitKernelText(const ModelPlan &plan, KernelText kind, StringRef scratchDi
   return Error::success();
 }
 
-Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
+Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
+  Expected<TargetInfo> targetOrError =
+      targetFor(plan.options.target, plan.options.amxKernel);
+  if (!targetOrError)
+    return targetOrError.takeError();
+  const TargetInfo &target = *targetOrError;
   SmallString<128> objDir(dir);
   sys::path::append(objDir, "obj");
   if (std::error_code ec = sys::fs::create_directories(objDir))
     return createStringError(ec, "%s: %s", objDir.c_str(),
                              ec.message().c_str());
-  std::vector<TargetVariant> variants = x86Variants(plan.options.target, plan.options.amxKernel);
+  const std::vector<TargetVariant> &variants = target.variants;
   std::vector<std::string> objects;
   size_t total = 0, done = 0;
   for (const KernelSpec &spec : plan.kernels)
     for (const TargetVariant &variant : variants)
-      total += compilesKernel(variant, spec);
+      total += target.compilesKernel(variant, spec);
   for (const KernelSpec &spec : plan.kernels)
     for (const TargetVariant &variant : variants) {
-      if (!compilesKernel(variant, spec))
+      if (!target.compilesKernel(variant, spec))
         continue;
       ++done;
       if (!plan.options.quiet)
@@ -117,55 +159,44 @@ Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
                           spec.name(), variant.name);
       std::string symbol = "spark_" + spec.name() + "_" + variant.name;
       std::string object = join(objDir, symbol + ".o");
-      if (Error e = compileKernel(spec, variant,
+      if (Error e = compileKernel(target, spec, variant,
                                   {{Halide::OutputFileType::object, object}}))
         return e;
       objects.push_back(object);
     }
   std::string runtime = join(objDir, "halide_runtime.o");
   try {
-    Halide::compile_standalone_runtime(runtime, x86RuntimeTarget());
+    Halide::compile_standalone_runtime(runtime, target.runtime);
   } catch (const Halide::Error &e) {
     return createStringError(inconvertibleErrorCode(),
                              "Halide runtime: %s", e.what());
   }
   objects.push_back(runtime);
 
-  // The hand-written microkernels the kernels use.
-  // One object per source file, compiled with every flag its kernels need.
+  // The hand-written microkernels the kernels use: one object per source
+  // file, compiled with every flag its kernels need.
   std::map<std::string, std::set<std::string>> microkernelSources;
   for (const KernelSpec &spec : plan.kernels)
     for (const TargetVariant &variant : variants)
-      if (const Microkernel *m = microkernelFor(variant, spec))
+      if (const Microkernel *m = target.microkernelFor(variant, spec))
         microkernelSources[m->source].insert(m->flags.begin(), m->flags.end());
   for (const auto &[file, flags] : microkernelSources) {
     std::string object = join(objDir, sys::path::stem(file).str() + ".o");
-    std::string source = join(SPARK_MICROKERNEL_DIR, file);
-    std::string halideInclude = "-I" SPARK_HALIDE_INCLUDE_DIR;
-    std::vector<StringRef> args = {SPARK_CLANG, "-std=c11", "-O2", "-fPIC"};
-    for (const std::string &flag : flags)
-      args.push_back(flag);
-    for (StringRef a : {StringRef("-c"), StringRef(halideInclude),
-                        StringRef(source), StringRef("-o"), StringRef(object)})
-      args.push_back(a);
-    if (Error e = run(args, "compiling the microkernel " + file))
+    std::vector<std::string> flagList(flags.begin(), flags.end());
+    if (Error e = compileC(target, join(target.microkernelDir, file), object,
+                           flagList, "compiling the microkernel " + file))
       return e;
     objects.push_back(object);
   }
 
   std::string driverSource = join(objDir, "spark_model_driver.c");
   std::string driverObject = join(objDir, "spark_model_driver.o");
-  if (Error e = writeText(driverSource, emitDriverSource(plan, variants)))
+  if (Error e = writeText(driverSource, emitDriverSource(plan, target)))
     return e;
   if (!plan.options.quiet)
     errs() << "compiling the step driver\n";
-  std::string runtimeInclude = "-I" SPARK_RUNTIME_INCLUDE_DIR;
-  std::string halideInclude = "-I" SPARK_HALIDE_INCLUDE_DIR;
-  if (Error e = run({SPARK_CLANG, "-std=c11", "-O2", "-fPIC", "-Wall",
-                     "-Werror=implicit-function-declaration", "-c",
-                     runtimeInclude, halideInclude, driverSource, "-o",
-                     driverObject},
-                    "compiling the generated step driver"))
+  if (Error e = compileC(target, driverSource, driverObject, {},
+                         "compiling the generated step driver"))
     return e;
   objects.push_back(driverObject);
 
@@ -185,17 +216,48 @@ Error buildHostLibrary(const ModelPlan &plan, StringRef dir) {
                              /*Thin=*/false))
     return e;
 
-  // The shared object spark-run and spark-bench load.
-  std::vector<StringRef> link = {SPARK_CLANG, "-shared", "-o"};
-  std::string shared = join(dir, "libspark_model.so");
-  link.push_back(shared);
-  for (const std::string &object : objects)
-    link.push_back(object);
-  link.push_back("-lpthread");
-  link.push_back("-ldl");
-  link.push_back("-lm");
-  if (Error e = run(link, "linking libspark_model.so"))
-    return e;
+  // Native targets: the shared object spark-run, spark-bench and
+  // spark-fidelity load.
+  if (target.native) {
+    std::vector<StringRef> link = {target.cc, "-shared", "-o"};
+    std::string shared = join(dir, "libspark_model.so");
+    link.push_back(shared);
+    for (const std::string &object : objects)
+      link.push_back(object);
+    for (StringRef lib : {"-lpthread", "-ldl", "-lm"})
+      link.push_back(lib);
+    if (Error e = run(link, "linking libspark_model.so"))
+      return e;
+  }
+
+  // --emit=exe: the runner and the runtime built for the target, linked
+  // statically with the model.
+  if (executable) {
+    if (!plan.options.quiet)
+      errs() << "linking spark-run for " << target.name << "\n";
+    std::string runnerObject = join(objDir, "spark_run.o");
+    std::string runtimeObject = join(objDir, "spark_runtime.o");
+    if (Error e = compileC(target, SPARK_RUNNER_SOURCE, runnerObject,
+                           {"-DSPARK_RUN_STATIC_MODEL"}, "compiling spark-run"))
+      return e;
+    if (Error e = compileC(target, SPARK_RUNTIME_SOURCE, runtimeObject, {},
+                           "compiling the runtime"))
+      return e;
+    std::string exe = join(dir, "spark-run");
+    std::vector<StringRef> link = {target.cc};
+    for (const std::string &flag : target.exeFlags)
+      link.push_back(flag);
+    link.push_back("-o");
+    link.push_back(exe);
+    link.push_back(runnerObject);
+    link.push_back(runtimeObject);
+    for (const std::string &object : objects)
+      link.push_back(object);
+    for (StringRef lib : {"-lpthread", "-ldl", "-lm"})
+      link.push_back(lib);
+    if (Error e = run(link, "linking spark-run"))
+      return e;
+  }
   sys::fs::remove_directories(objDir);
   return Error::success();
 }

@@ -1,0 +1,82 @@
+//===- Arm64Target.cpp - variants, microkernels and toolchain of arm64 ----===//
+#include "spark/Targets/Arm64.h"
+#include "spark/Targets/CpuSchedules.h"
+
+using namespace Halide;
+
+namespace spark {
+
+namespace {
+
+/// int8 inputs times int8 weights (w8a8) or symmetric 4-bit groups of 128
+/// (w4a8).
+bool isInt8Linear(const KernelSpec &spec, bool fourBit) {
+  if (spec.kind != KernelKind::Linear || spec.inputBits != 8)
+    return false;
+  return fourBit ? spec.group == 128 && spec.symmetricGroups
+                 : spec.weightType == DType::I8 && !spec.group;
+}
+
+const Microkernel *microkernelFor(const TargetVariant &variant,
+                                  const KernelSpec &spec) {
+  static const std::vector<const char *> flags = {"-march=armv8.2-a+dotprod"};
+  static const Microkernel w8a8 = {"spark_sdot_linear_w8a8", "sdot_linear.c",
+                                   flags};
+  static const Microkernel w4a8 = {"spark_sdot_linear_w4a8", "sdot_linear.c",
+                                   flags};
+  if (!variant.int8Dot || spec.out % 4 != 0)
+    return nullptr;
+  if (isInt8Linear(spec, false) && spec.in % 16 == 0)
+    return &w8a8;
+  if (isInt8Linear(spec, true))
+    return &w4a8;
+  return nullptr;
+}
+
+bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec) {
+  return !microkernelFor(variant, spec);
+}
+
+void scheduleArm64(KernelAlgorithm &k, const TargetVariant &variant) {
+  scheduleCpuKernel(k, variant.vectorFloats);
+}
+
+} // namespace
+
+TargetInfo arm64Target() {
+  TargetInfo t;
+  t.name = "arm64";
+  t.family = "arm64";
+  // NEON registers hold 4 floats; the schedules use 8 (two registers) so
+  // every reduction keeps two independent accumulator chains.
+  TargetVariant dot;
+  dot.name = "dotprod";
+  dot.halide = Target("arm-64-linux-arm_dot_prod-arm_fp16-no_runtime");
+  dot.vectorFloats = 8;
+  dot.cpuCondition = "(spark_hwcap & HWCAP_ASIMDDP) && (spark_hwcap & HWCAP_FPHP) "
+                     "&& (spark_hwcap & HWCAP_ASIMDHP)";
+  dot.int8Dot = true;
+  TargetVariant neon;
+  neon.name = "neon";
+  neon.halide = Target("arm-64-linux-no_runtime");
+  neon.vectorFloats = 8;
+  neon.cpuCondition = "1";
+  t.variants = {dot, neon};
+  t.runtime = Target("arm-64-linux");
+  t.cc = SPARK_ARM64_CC;
+  t.cflags = {"-fPIC"};
+  t.exeFlags = {"-static"};
+  t.microkernelDir = SPARK_TARGETS_DIR "/arm64/lib";
+  t.cpuPrelude = "#include <sys/auxv.h>\n#include <asm/hwcap.h>\n"
+                 "static unsigned long spark_hwcap;\n";
+  t.cpuInit = "spark_hwcap = getauxval(AT_HWCAP);";
+  t.unsupportedMessage = "this library needs an AArch64 CPU";
+  t.native = false;
+  t.emulator = {"qemu-aarch64-static", "-cpu", "max"};
+  t.microkernelFor = microkernelFor;
+  t.compilesKernel = compilesKernel;
+  t.schedule = scheduleArm64;
+  return t;
+}
+
+} // namespace spark

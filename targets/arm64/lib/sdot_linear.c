@@ -1,0 +1,182 @@
+/* sdot_linear.c - NEON dot-product kernels for int8-activation builds (w8a8,
+ * w4a8) on arm64.
+ *
+ * Same interface as the Halide linear kernels with int8 inputs:
+ *   w8a8: (x f32 [K, T], w s8 [K, N], scales f32 [N], out f32 [N, T])
+ *   w4a8: (x f32 [K, T], w u8 [K/2, N] two 4-bit codes a byte, low nibble
+ *          first, scales f16 [K/128, N], out f32 [N, T])
+ * Each call quantizes every input row to symmetric int8 codes with its own
+ * scale, max |x| / 127 (quantize_row.h, the rule of the Halide kernels);
+ * every sdot multiplies 16 signed byte pairs into 4 int32 lanes.
+ *   w8a8: weight rows straight from the pack times the input codes; exact
+ *         int32 sums, scaled once per row and token.
+ *   w4a8: each 16-byte load holds 32 codes; low nibbles are the even
+ *         elements, high nibbles the odd ones; (code - 8) is a signed byte.
+ *         The input codes of each group are reordered once per call into
+ *         [even 16 | odd 16] per 32 elements to meet them. Each group's int32
+ *         sums are scaled by its f16 scale into f32 accumulators.
+ * Each task takes a block of rows; 4 rows x up to 4 tokens at a time.
+ * Needs K % 16 == 0 (w8a8) or K % 128 == 0 (w4a8), and N % 4 == 0.
+ * Compiled with -march=armv8.2-a+dotprod; entered only when the kernel's
+ * hwcaps report ASIMDDP. */
+#include "HalideRuntime.h"
+#include "quantize_row.h"
+
+#include <arm_neon.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+enum { kRowsPerTask = 64, kGroup = 128 };
+
+typedef struct sdot_job {
+  const int8_t *w8;             /* w8a8: [N][K] */
+  const uint8_t *w4;            /* w4a8: [N][K/2] */
+  const float *scales;          /* w8a8: [N] */
+  const __fp16 *group_scales;   /* w4a8: [N][K/128] */
+  const int8_t *codes;          /* [T][K] (w4a8: reordered per 32) */
+  const float *token_scales;    /* [T] */
+  float *out;                   /* [T][out_stride] */
+  int K, N, T, out_stride;
+} sdot_job;
+
+static int w8a8_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  const sdot_job *job = (const sdot_job *)closure;
+  const int K = job->K;
+  const int n0 = task * kRowsPerTask;
+  const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
+  for (int n = n0; n < n1; n += 4) {
+    for (int t0 = 0; t0 < job->T; t0 += 4) {
+      const int tokens = job->T - t0 < 4 ? job->T - t0 : 4;
+      int32x4_t acc[4][4];
+      for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < 4; ++t)
+          acc[r][t] = vdupq_n_s32(0);
+      for (int k = 0; k < K; k += 16) {
+        int8x16_t wv[4];
+        for (int r = 0; r < 4; ++r)
+          wv[r] = vld1q_s8(job->w8 + (size_t)(n + r) * K + k);
+        for (int t = 0; t < tokens; ++t) {
+          int8x16_t xv = vld1q_s8(job->codes + (size_t)(t0 + t) * K + k);
+          for (int r = 0; r < 4; ++r)
+            acc[r][t] = vdotq_s32(acc[r][t], wv[r], xv);
+        }
+      }
+      for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < tokens; ++t)
+          job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
+              (float)vaddvq_s32(acc[r][t]) * job->scales[n + r] *
+              job->token_scales[t0 + t];
+    }
+  }
+  return 0;
+}
+
+static int w4a8_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  const sdot_job *job = (const sdot_job *)closure;
+  const int K = job->K, groups = K / kGroup;
+  const int n0 = task * kRowsPerTask;
+  const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
+  const uint8x16_t low = vdupq_n_u8(0x0f);
+  const int8x16_t eight = vdupq_n_s8(8);
+  for (int n = n0; n < n1; n += 4) {
+    for (int t0 = 0; t0 < job->T; t0 += 4) {
+      const int tokens = job->T - t0 < 4 ? job->T - t0 : 4;
+      float32x4_t acc[4][4];
+      for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < 4; ++t)
+          acc[r][t] = vdupq_n_f32(0.0f);
+      for (int g = 0; g < groups; ++g) {
+        int32x4_t dot[4][4];
+        for (int r = 0; r < 4; ++r)
+          for (int t = 0; t < 4; ++t)
+            dot[r][t] = vdupq_n_s32(0);
+        for (int c = 0; c < kGroup; c += 32) {
+          int8x16_t even[4], odd[4];
+          for (int r = 0; r < 4; ++r) {
+            uint8x16_t bytes = vld1q_u8(job->w4 + (size_t)(n + r) * (K / 2) +
+                                        (size_t)(g * kGroup + c) / 2);
+            even[r] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(bytes, low)), eight);
+            odd[r] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(bytes, 4)), eight);
+          }
+          for (int t = 0; t < tokens; ++t) {
+            const int8_t *x = job->codes + (size_t)(t0 + t) * K + g * kGroup + c;
+            int8x16_t xe = vld1q_s8(x), xo = vld1q_s8(x + 16);
+            for (int r = 0; r < 4; ++r)
+              dot[r][t] = vdotq_s32(vdotq_s32(dot[r][t], even[r], xe), odd[r], xo);
+          }
+        }
+        for (int r = 0; r < 4; ++r) {
+          const float scale = (float)job->group_scales[(size_t)(n + r) * groups + g];
+          for (int t = 0; t < tokens; ++t)
+            acc[r][t] = vfmaq_n_f32(acc[r][t], vcvtq_f32_s32(dot[r][t]), scale);
+        }
+      }
+      for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < tokens; ++t)
+          job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
+              vaddvq_f32(acc[r][t]) * job->token_scales[t0 + t];
+    }
+  }
+  return 0;
+}
+
+/* Quantizes the inputs (w4a8: reordered per 32 elements), runs `task` over
+ * blocks of rows, frees. */
+static int run_sdot(halide_buffer_t *x, sdot_job *job, int reorder,
+                    int (*task)(void *, int, uint8_t *)) {
+  const int K = job->K, T = job->T, xs = x->dim[1].stride;
+  int8_t *codes = (int8_t *)malloc((size_t)T * K);
+  float *token_scales = (float *)malloc(sizeof(float) * (size_t)T);
+  int rc = -1;
+  if (codes && token_scales) {
+    int8_t chunk[32];
+    for (int t = 0; t < T; ++t) {
+      int8_t *row = codes + (size_t)t * K;
+      token_scales[t] =
+          spark_quantize_row((const float *)x->host + (size_t)t * xs, K, row);
+      for (int c = 0; reorder && c < K; c += 32) {
+        for (int i = 0; i < 32; ++i)
+          chunk[i] = row[c + i];
+        for (int i = 0; i < 32; ++i)
+          row[c + (i % 2) * 16 + i / 2] = chunk[i];
+      }
+    }
+    job->codes = codes;
+    job->token_scales = token_scales;
+    rc = halide_do_par_for(NULL, task, 0,
+                           (job->N + kRowsPerTask - 1) / kRowsPerTask,
+                           (uint8_t *)job);
+  }
+  free(codes);
+  free(token_scales);
+  return rc;
+}
+
+int spark_sdot_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
+                           halide_buffer_t *scales, halide_buffer_t *out) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (K % 16 != 0 || N % 4 != 0 || w->dim[0].extent != K ||
+      w->dim[1].stride != K || out->dim[0].extent != N ||
+      out->dim[1].extent != T)
+    return -1;
+  sdot_job job = {(const int8_t *)w->host, NULL, (const float *)scales->host,
+                  NULL, NULL, NULL, (float *)out->host, K, N, T,
+                  out->dim[1].stride};
+  return run_sdot(x, &job, 0, w8a8_task);
+}
+
+int spark_sdot_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
+                           halide_buffer_t *scales, halide_buffer_t *out) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (K % kGroup != 0 || N % 4 != 0 || w->dim[0].extent != K / 2 ||
+      w->dim[1].stride != K / 2 || scales->dim[0].extent != K / kGroup ||
+      scales->dim[1].stride != K / kGroup || out->dim[0].extent != N ||
+      out->dim[1].extent != T)
+    return -1;
+  sdot_job job = {NULL, (const uint8_t *)w->host, NULL,
+                  (const __fp16 *)scales->host, NULL, NULL,
+                  (float *)out->host, K, N, T, out->dim[1].stride};
+  return run_sdot(x, &job, 1, w4a8_task);
+}

@@ -1,0 +1,103 @@
+//===- Target.h - what spark-compile builds for one --target ---------------===//
+//
+// A target is a list of ISA variants (best first; the generated driver picks
+// the first one the CPU can run, once per process), the schedules and
+// hand-written microkernels of each variant, and how C code is compiled and
+// linked for the target's machine. targets/<t>/ describe their own;
+// targetFor() names them all.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SPARK_TARGETS_TARGET_H
+#define SPARK_TARGETS_TARGET_H
+
+#include "spark/Codegen/Kernels.h"
+
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace spark {
+
+/// One ISA level a library carries code for.
+struct TargetVariant {
+  std::string name;         // "avx512", "avx2", "dotprod", ...
+  Halide::Target halide;    // what the kernels are compiled for
+  int vectorFloats = 8;     // f32 lanes the schedules vectorize by
+  std::string cpuCondition; // C expression, true when this CPU may run it
+  /// Matrix-tile (AMX) variant: only the kernels compilesKernel() selects
+  /// are compiled for it; the others come from `fallback`.
+  bool matrixTiles = false;
+  std::string fallback;
+  /// AMX variants: "tiles" uses the hand-written full-depth microkernel
+  /// (amx_linear.c) where its shape rules allow, "halide" Halide's lowering.
+  std::string matrixKernel = "tiles";
+  /// AVX512_BF16 variant: bf16 matrix kernels run the vdpbf16ps microkernel
+  /// (bf16_linear.c); everything else comes from `fallback`.
+  bool bf16Dot = false;
+  /// Dot-product variants: int8-input matrix kernels (w8a8, w4a8) run the
+  /// int8 dot-product microkernels (vpdpbusd on x86); the rest from
+  /// `fallback`.
+  bool int8Dot = false;
+};
+
+/// A hand-written kernel behind the Halide kernel interface.
+struct Microkernel {
+  const char *symbol;
+  const char *source;              // file name in the target's microkernel dir
+  std::vector<const char *> flags; // C compiler flags it needs
+};
+
+struct TargetInfo {
+  std::string name;   // the --target value
+  std::string family; // "x86", "arm64": dispatch names ("x86-avx512") and the
+                      // SPARK_<FAMILY>_VARIANT override of the driver
+  std::vector<TargetVariant> variants; // best first
+  Halide::Target runtime;              // the standalone Halide runtime
+  /// The C compiler for the driver, the microkernels, the runtime and the
+  /// runner, and the flags that make it target this machine.
+  std::string cc;
+  std::vector<std::string> cflags;
+  /// Flags of the final static link of `--emit=exe`.
+  std::vector<std::string> exeFlags;
+  std::string microkernelDir;
+  /// C code the driver needs before the CPU conditions (includes, helpers),
+  /// the statement that runs before them, and what an unsupported CPU is told.
+  std::string cpuPrelude, cpuInit, unsupportedMessage;
+  /// C expression: why the best variant is not in use (a string), or NULL.
+  std::string dispatchReason = "NULL";
+  /// Code runs on the build machine: the build also links
+  /// libspark_model.so, which spark-run, spark-bench and spark-fidelity load.
+  bool native = false;
+  /// How to run the target's executables here (empty: directly).
+  std::vector<std::string> emulator;
+  /// Whether the build enters tile (AMX) code, whose availability the driver
+  /// reports through dispatch_reason().
+  bool matrixTiles() const {
+    for (const TargetVariant &v : variants)
+      if (v.matrixTiles)
+        return true;
+    return false;
+  }
+
+  std::function<const Microkernel *(const TargetVariant &, const KernelSpec &)>
+      microkernelFor;
+  /// Whether Halide compiles `spec` for the variant (else its microkernel or
+  /// the fallback variant's kernel serves).
+  std::function<bool(const TargetVariant &, const KernelSpec &)> compilesKernel;
+  /// Schedules a built algorithm for a variant.
+  std::function<void(KernelAlgorithm &, const TargetVariant &)> schedule;
+};
+
+/// The target `name` ("host", "spr", "arm64"); `amxKernel` is the
+/// --amx-kernel choice of spr. An unknown name is an error listing the known.
+llvm::Expected<TargetInfo> targetFor(const std::string &name,
+                                     const std::string &amxKernel = "tiles");
+
+/// The names targetFor() knows, for messages and --help.
+const char *knownTargets();
+
+} // namespace spark
+
+#endif // SPARK_TARGETS_TARGET_H

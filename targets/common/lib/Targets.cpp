@@ -1,0 +1,28 @@
+//===- Targets.cpp - the --target names and what they build ----------------===//
+#include "spark/Targets/Arm64.h"
+#include "spark/Targets/X86.h"
+
+namespace spark {
+
+const char *knownTargets() { return "host, spr or arm64"; }
+
+llvm::Expected<TargetInfo> targetFor(const std::string &name,
+                                     const std::string &amxKernel) {
+  if (name == "host" || name == "spr")
+    return x86Target(name, amxKernel);
+  if (name == "arm64") {
+    TargetInfo target = arm64Target();
+    if (target.cc.empty())
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "--target=arm64 needs the AArch64 cross compiler "
+          "aarch64-linux-gnu-gcc, which this spark-compile was built without "
+          "(apt-get install gcc-aarch64-linux-gnu, then reconfigure)");
+    return target;
+  }
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "--target=%s is not supported yet; expected %s",
+                                 name.c_str(), knownTargets());
+}
+
+} // namespace spark

@@ -1,0 +1,336 @@
+/* spark-run.c - run a compiled model on token ids.
+ *
+ *   spark-run OUT --prompt-ids 1,2,3 [--n-predict N] [--threads T] [--chunk C]
+ *             [--logits-out F.npy] [--temperature X --top-k K --top-p P
+ *             --seed S] [--print-dispatch] [--no-verify]
+ *
+ * Two builds of this one file:
+ * - the host tool (build/bin/spark-run) loads OUT/libspark_model.so with
+ *   dlopen and OUT/model.spkw;
+ * - with SPARK_RUN_STATIC_MODEL, `spark-compile --emit=exe` links it
+ *   statically with the model library and the runtime for the target into
+ *   OUT/spark-run, which opens the model.spkw next to itself (or --pack F);
+ *   the OUT argument is then optional.
+ * It prefills the prompt, then samples N tokens (greedy by default), prints
+ * their ids, and with --logits-out writes the logits of every prompt
+ * position and generated token ([rows][vocab] float32 .npy). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "spark/runtime.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef SPARK_RUN_STATIC_MODEL
+extern const spark_model_def *spark_model_definition(void);
+#else
+#include "model_dir.h"
+#endif
+
+static const char *kUsage =
+    "usage: spark-run OUT --prompt-ids 1,2,3 [--n-predict N] [--threads T]\n"
+    "                 [--chunk C] [--logits-out F.npy] [--temperature X]\n"
+    "                 [--top-k K] [--top-p P] [--seed S] [--print-dispatch]\n"
+    "                 [--no-verify]"
+#ifdef SPARK_RUN_STATIC_MODEL
+    " [--pack F]\n"
+    "(this static build carries its model; OUT is optional and names the\n"
+    "folder of model.spkw, by default the executable's own)\n";
+#else
+    "\n";
+#endif
+
+static int fail(const char *format, const char *detail) {
+  fprintf(stderr, "spark-run: error: ");
+  fprintf(stderr, format, detail);
+  fprintf(stderr, "\n");
+  return 1;
+}
+
+typedef struct options {
+  const char *out, *prompt_ids, *logits_out, *pack;
+  long long n_predict, threads, chunk, top_k, seed;
+  double temperature, top_p;
+  int print_dispatch, no_verify, help;
+} options;
+
+/* Parses --name value / --name=value; returns NULL or a message. */
+static const char *parse(int argc, char **argv, options *o) {
+  static char message[256];
+  for (int i = 1; i < argc; ++i) {
+    const char *arg = argv[i];
+    if (strncmp(arg, "--", 2) != 0) {
+      if (o->out) {
+        snprintf(message, sizeof(message), "unexpected argument '%s'", arg);
+        return message;
+      }
+      o->out = arg;
+      continue;
+    }
+    char name[64];
+    const char *value = strchr(arg, '=');
+    size_t length = value ? (size_t)(value - arg - 2) : strlen(arg + 2);
+    if (length >= sizeof(name))
+      length = sizeof(name) - 1;
+    memcpy(name, arg + 2, length);
+    name[length] = 0;
+    if (!strcmp(name, "print-dispatch") || !strcmp(name, "no-verify") ||
+        !strcmp(name, "help")) {
+      *(!strcmp(name, "help")          ? &o->help
+        : !strcmp(name, "no-verify")   ? &o->no_verify
+                                        : &o->print_dispatch) = 1;
+      continue;
+    }
+    if (value)
+      ++value;
+    else if (i + 1 < argc)
+      value = argv[++i];
+    else {
+      snprintf(message, sizeof(message), "--%s needs a value", name);
+      return message;
+    }
+    char *end = NULL;
+    errno = 0;
+    if (!strcmp(name, "prompt-ids"))
+      o->prompt_ids = value;
+    else if (!strcmp(name, "logits-out"))
+      o->logits_out = value;
+#ifdef SPARK_RUN_STATIC_MODEL
+    else if (!strcmp(name, "pack"))
+      o->pack = value;
+#endif
+    else if (!strcmp(name, "temperature") || !strcmp(name, "top-p")) {
+      double v = strtod(value, &end);
+      if (!*value || *end) {
+        snprintf(message, sizeof(message), "--%s: '%s' is not a number", name,
+                 value);
+        return message;
+      }
+      *(!strcmp(name, "top-p") ? &o->top_p : &o->temperature) = v;
+    } else if (!strcmp(name, "n-predict") || !strcmp(name, "threads") ||
+               !strcmp(name, "chunk") || !strcmp(name, "top-k") ||
+               !strcmp(name, "seed")) {
+      long long v = strtoll(value, &end, 10);
+      if (!*value || *end || errno) {
+        snprintf(message, sizeof(message), "--%s: '%s' is not an integer",
+                 name, value);
+        return message;
+      }
+      *(!strcmp(name, "n-predict") ? &o->n_predict
+        : !strcmp(name, "threads") ? &o->threads
+        : !strcmp(name, "chunk")   ? &o->chunk
+        : !strcmp(name, "top-k")   ? &o->top_k
+                                   : &o->seed) = v;
+    } else {
+      snprintf(message, sizeof(message), "unknown option --%s", name);
+      return message;
+    }
+  }
+  return NULL;
+}
+
+/* Writes rows x cols float32 as .npy through a temporary name. */
+static int write_npy(const char *path, const float *data, size_t rows,
+                     size_t cols) {
+  char header[128];
+  int n = snprintf(header, sizeof(header),
+                   "{'descr': '<f4', 'fortran_order': False, 'shape': "
+                   "(%zu, %zu), }",
+                   rows, cols);
+  size_t total = 10 + (size_t)n + 1, pad = (64 - total % 64) % 64;
+  memset(header + n, ' ', pad);
+  header[n + pad] = '\n';
+  size_t header_bytes = (size_t)n + pad + 1;
+  char temporary[4096];
+  snprintf(temporary, sizeof(temporary), "%s.partial", path);
+  FILE *f = fopen(temporary, "wb");
+  if (!f)
+    return -1;
+  unsigned char length[2] = {(unsigned char)(header_bytes & 0xff),
+                             (unsigned char)(header_bytes >> 8)};
+  int ok = fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8 &&
+           fwrite(length, 1, 2, f) == 2 &&
+           fwrite(header, 1, header_bytes, f) == header_bytes &&
+           fwrite(data, sizeof(float), rows * cols, f) == rows * cols;
+  ok = fclose(f) == 0 && ok;
+  if (!ok || rename(temporary, path) != 0) {
+    remove(temporary);
+    return -1;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  options o = {0};
+  o.n_predict = 16;
+  o.top_p = 1.0;
+  const char *problem = parse(argc, argv, &o);
+  if (o.help) {
+    fputs(kUsage, stdout);
+    return 0;
+  }
+  if (problem) {
+    fprintf(stderr, "spark-run: error: %s\n%s", problem, kUsage);
+    return 1;
+  }
+#ifndef SPARK_RUN_STATIC_MODEL
+  if (!o.out) {
+    fprintf(stderr, "spark-run: error: expected one output folder\n%s", kUsage);
+    return 1;
+  }
+#endif
+  if (!o.prompt_ids) {
+    fprintf(stderr, "spark-run: error: --prompt-ids is required\n%s", kUsage);
+    return 1;
+  }
+  if (o.n_predict < 1)
+    return fail("--n-predict must be at least 1%s", "");
+  if (o.threads < 0 || o.chunk < 0)
+    return fail("--threads and --chunk must not be negative%s", "");
+
+  /* The prompt. */
+  size_t count = 1;
+  for (const char *p = o.prompt_ids; *p; ++p)
+    count += *p == ',';
+  int32_t *prompt = malloc(sizeof(int32_t) * count);
+  size_t n_prompt = 0;
+  for (const char *p = o.prompt_ids;;) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || (*end && *end != ',') || errno || v < INT32_MIN ||
+        v > INT32_MAX) {
+      char item[64];
+      size_t length = strcspn(p, ",");
+      snprintf(item, sizeof(item), "%.*s", (int)(length < 60 ? length : 60), p);
+      return fail("--prompt-ids: '%s' is not an integer token id", item);
+    }
+    prompt[n_prompt++] = (int32_t)v;
+    if (!*end)
+      break;
+    p = end + 1;
+  }
+
+  /* The model. */
+  spark_open_params params = spark_open_params_default();
+  params.num_threads = (int)o.threads;
+  params.verify_checksums = !o.no_verify;
+  spark_model *model = NULL;
+  char error[1024] = "";
+#ifdef SPARK_RUN_STATIC_MODEL
+  char pack[4096];
+  if (o.pack) {
+    snprintf(pack, sizeof(pack), "%s", o.pack);
+  } else if (o.out) {
+    snprintf(pack, sizeof(pack), "%s/model.spkw", o.out);
+  } else {
+    /* Next to this executable. */
+    char self[2048];
+    ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (length <= 0)
+      return fail("cannot locate the executable; pass --pack F%s", "");
+    self[length] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash)
+      *slash = 0;
+    snprintf(pack, sizeof(pack), "%s/model.spkw", slash ? self : ".");
+  }
+  params.error_message = error;
+  params.error_message_bytes = sizeof(error);
+  spark_status opened =
+      spark_model_open(spark_model_definition(), pack, &params, &model);
+  if (opened != SPARK_OK)
+    return fail("%s", error);
+  void *library = NULL;
+#else
+  void *library = NULL;
+  if (spark_open_model_dir(o.out, params, &model, &library, error,
+                           sizeof(error)) != 0)
+    return fail("%s", error);
+#endif
+  spark_model_info info;
+  spark_model_get_info(model, &info);
+  if (o.print_dispatch)
+    fprintf(stderr, "spark-run: kernels: %s (chosen from the CPU; target %s)%s%s\n",
+            info.dispatch, info.target, info.dispatch_reason ? "; " : "",
+            info.dispatch_reason ? info.dispatch_reason : "");
+  for (size_t i = 0; i < n_prompt; ++i)
+    if (prompt[i] < 0 || prompt[i] >= info.vocab_size) {
+      char message[128];
+      snprintf(message, sizeof(message),
+               "token %d is outside the vocabulary [0, %d)", prompt[i],
+               info.vocab_size);
+      return fail("--prompt-ids: %s", message);
+    }
+  if (n_prompt + (size_t)o.n_predict - 1 > (size_t)info.max_context) {
+    char message[160];
+    snprintf(message, sizeof(message),
+             "prompt + --n-predict need %zu positions; the build holds %d "
+             "(spark-compile --max-context)",
+             n_prompt + (size_t)o.n_predict - 1, info.max_context);
+    return fail("%s", message);
+  }
+
+  spark_session *session;
+  spark_status s = spark_session_create(model, NULL, &session);
+  if (s != SPARK_OK)
+    return fail("cannot create a session: %s", spark_status_string(s));
+  spark_sampler_params sampler_params = spark_sampler_params_default();
+  sampler_params.temperature = (float)o.temperature;
+  sampler_params.top_k = (int32_t)o.top_k;
+  sampler_params.top_p = (float)o.top_p;
+  sampler_params.seed = (uint64_t)o.seed;
+  spark_sampler *sampler;
+  s = spark_sampler_create(&sampler_params, info.vocab_size, &sampler);
+  if (s != SPARK_OK)
+    return fail("sampler: %s", spark_status_string(s));
+
+  const size_t vocab = (size_t)info.vocab_size;
+  float *rows = NULL;
+  if (o.logits_out &&
+      !(rows = malloc(sizeof(float) * vocab * (n_prompt + (size_t)o.n_predict))))
+    return fail("out of memory for %s", o.logits_out);
+  s = spark_session_eval(session, prompt, (int32_t)n_prompt, (int32_t)o.chunk,
+                         rows);
+  if (s != SPARK_OK)
+    return fail("prefill: %s", spark_status_string(s));
+  size_t n_rows = n_prompt;
+  for (long long i = 0; i < o.n_predict; ++i) {
+    const float *logits;
+    spark_session_logits(session, &logits);
+    int32_t next;
+    spark_sampler_sample(sampler, logits, &next);
+    printf("%s%d", i ? " " : "", next);
+    if (i + 1 == o.n_predict)
+      break;
+    s = spark_session_decode(session, next);
+    if (s != SPARK_OK)
+      return fail("decode: %s", spark_status_string(s));
+    if (rows) {
+      spark_session_logits(session, &logits);
+      memcpy(rows + n_rows * vocab, logits, sizeof(float) * vocab);
+      ++n_rows;
+    }
+  }
+  printf("\n");
+  fflush(stdout);
+  spark_sampler_destroy(sampler);
+  spark_session_destroy(session);
+  int rc = 0;
+  if (rows && write_npy(o.logits_out, rows, n_rows, vocab) != 0)
+    rc = fail("%s: cannot write", o.logits_out);
+  free(rows);
+  free(prompt);
+#ifdef SPARK_RUN_STATIC_MODEL
+  spark_model_close(model);
+  (void)library;
+#else
+  spark_close_model_dir(model, library);
+#endif
+  return rc;
+}
