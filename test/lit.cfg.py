@@ -23,3 +23,7 @@ config.substitutions.append(("%reference",
                              config.python_executable + " " +
                              os.path.join(config.spark_src_root, "tools", "reference",
                                           "spark_reference.py")))
+
+# Cross targets: spark-compile was configured with the AArch64 cross compiler.
+if getattr(config, "spark_arm64_cc", ""):
+    config.available_features.add("arm64-cross")

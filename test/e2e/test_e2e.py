@@ -43,19 +43,52 @@ def run_result(args, env=None):
     return result
 
 
-def run(args, env=None):
-    return run_result(args, env).stdout
+def run(args, env=None, stderr=False):
+    """Runs args; returns its stdout (with stderr=True, its stderr)."""
+    result = run_result(args, env)
+    return result.stderr if stderr else result.stdout
+
+
+# Targets that do not run here: the static spark-run of --emit=exe, under
+# an emulator. qemu's `max` CPU has every AArch64 extension (dot product).
+EMULATORS = {"arm64": ["qemu-aarch64-static", "-cpu", "max"]}
+
+
+def runner(out, target="host", cpu=None):
+    """The command that runs the build in `out` (then its flags)."""
+    if target == "host":
+        return [tool("spark-run"), out]
+    emulator = list(EMULATORS[target])
+    if cpu:
+        emulator[emulator.index("-cpu") + 1] = cpu
+    return emulator + [os.path.join(out, "spark-run"), out]
+
+
+def missing_cross_tools(target):
+    """Why `target` cannot be built and run here, or None."""
+    if target == "host":
+        return None
+    for program in (EMULATORS[target][0], "aarch64-linux-gnu-gcc"):
+        if not shutil.which(program):
+            return "%s is not installed" % program
+    return None
+
+
+def compile_args(target):
+    return [] if target == "host" else ["--target=" + target, "--emit=exe"]
 
 
 class Case:
     """A generated checkpoint and its build in a temporary folder."""
 
-    def __init__(self, tmp, name, model_flags=(), compile_flags=()):
+    def __init__(self, tmp, name, model_flags=(), compile_flags=(), target="host"):
         self.ckpt = os.path.join(tmp, name + "-ckpt")
         self.out = os.path.join(tmp, name + "-out")
+        self.target = target
         run([tool("spark-mkmodel"), "-o", self.ckpt, "--dtype", "f32", *model_flags])
         run([tool("spark-compile"), self.ckpt, "-o", self.out, "--quiet",
-             "--max-context", str(MAX_CONTEXT), "--max-chunk", "64", *compile_flags])
+             "--max-context", str(MAX_CONTEXT), "--max-chunk", "64",
+             *compile_args(target), *compile_flags])
         self.model = ref.Model(self.ckpt)
         self.window = self.model.W
         self.vocab = self.model.embedding.shape[0]
@@ -64,12 +97,12 @@ class Case:
         rng = np.random.default_rng(seed)
         return [int(t) for t in rng.integers(0, self.vocab, length)]
 
-    def spark_run(self, prompt, n_predict, chunk=0, threads=2, env=None):
+    def spark_run(self, prompt, n_predict, chunk=0, threads=2, env=None, cpu=None):
         logits = os.path.join(self.out, "logits-%d-%d.npy" % (chunk, threads))
-        stdout = run([tool("spark-run"), self.out, "--prompt-ids",
-                      ",".join(map(str, prompt)), "--n-predict", str(n_predict),
-                      "--chunk", str(chunk), "--threads", str(threads),
-                      "--logits-out", logits], env=env)
+        stdout = run(runner(self.out, self.target, cpu) + [
+            "--prompt-ids", ",".join(map(str, prompt)), "--n-predict", str(n_predict),
+            "--chunk", str(chunk), "--threads", str(threads),
+            "--logits-out", logits], env=env)
         return [int(t) for t in stdout.split()], np.load(logits)
 
     def reference(self, prompt, n_predict):
@@ -148,21 +181,22 @@ class EndToEnd(unittest.TestCase):
         self.assertIn("x86-avx2", dispatch.stderr)
         self.assertFp32Parity(case, self.long_prompt(case, 6), env=env, chunk=7)
 
-    def snr_of_build(self, flags, name, min_snr):
+    def snr_of_build(self, flags, name, min_snr, target="host"):
         """Compiles mini with `flags`, runs 150 prompt tokens + 32 generated,
-        and returns the logits SNR (dB) over the prompt positions."""
+        and checks the logits SNR (dB) over the prompt positions."""
         ckpt = os.path.join(self.tmp, "mini-ckpt")
         if not os.path.exists(ckpt):
             run([tool("spark-mkmodel"), "--preset", "mini", "--dtype", "f32", "-o", ckpt])
         out = os.path.join(self.tmp, name)
         run([tool("spark-compile"), ckpt, "-o", out, "--quiet",
-             "--max-context", str(MAX_CONTEXT), *flags])
+             "--max-context", str(MAX_CONTEXT), *compile_args(target), *flags])
         model = ref.Model(ckpt)
         prompt = [int(t) for t in np.random.default_rng(7).integers(0, 4096, 150)]
         n_predict = 32
         logits_path = os.path.join(out, "logits.npy")
-        stdout = run([tool("spark-run"), out, "--prompt-ids", ",".join(map(str, prompt)),
-                      "--n-predict", str(n_predict), "--logits-out", logits_path])
+        stdout = run(runner(out, target) + [
+            "--prompt-ids", ",".join(map(str, prompt)),
+            "--n-predict", str(n_predict), "--logits-out", logits_path])
         ids = [int(t) for t in stdout.split()]
         logits = np.load(logits_path)
         ref_ids, ref_logits = model.generate(prompt, n_predict)

@@ -1,7 +1,7 @@
 //===- spark-compile.cpp - the compiler driver ----------------------------===//
 //
 // spark-compile CKPT --emit=mlir|opt|halide|asm [-o FILE]
-// spark-compile CKPT [--target=host] [--dtype=f32|bf16] -o OUT
+// spark-compile CKPT [--target=host] [--dtype=f32|bf16|f16] -o OUT
 //
 // Toy-style driver: each --emit stage stops the pipeline there and prints
 // (or writes) what it produced. On any error it exits with status 1 and
@@ -72,7 +72,10 @@ cl::opt<std::string> target("target",
 cl::opt<spark::DType> dtype(
     "dtype", cl::desc("Precision of the weight matrices (activations f32)"),
     cl::values(clEnumValN(spark::DType::F32, "f32", "float32 (default)"),
-               clEnumValN(spark::DType::BF16, "bf16", "bfloat16")),
+               clEnumValN(spark::DType::BF16, "bf16", "bfloat16"),
+               clEnumValN(spark::DType::F16, "f16",
+                          "float16 (IEEE half; arm64 and Hexagon compute in "
+                          "it natively)")),
     cl::init(spark::DType::F32), cl::cat(category));
 
 cl::opt<int64_t> maxChunk(

@@ -1,0 +1,76 @@
+"""End-to-end parity of the cross targets, run under emulation.
+
+`spark-compile --target=arm64 --emit=exe` builds a static AArch64 spark-run
+(runner + runtime + model); it runs under qemu-aarch64-static (-cpu max: every
+extension, so the dot-product variant; -cpu cortex-a53: no dot product, so the
+NEON floor) against the float64 reference, with the host's bounds: fp32 builds
+greedy-identical for 32 tokens and max |diff| <= 1e-4 x max |logit|, the other
+precisions the SNR floors the host tests lock. Without the cross compiler or
+qemu a case prints [SKIP] and ctest reports it skipped.
+"""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_e2e  # noqa: E402
+from test_e2e import Case, missing_cross_tools, run, runner  # noqa: E402
+
+
+class CrossTargets(test_e2e.EndToEnd):
+    def require(self, target):
+        why = missing_cross_tools(target)
+        if why:
+            print("[SKIP] --target=%s cannot be tested here: %s" % (target, why))
+            self.skipTest(why)
+
+    def test_arm64_fp32_parity(self):
+        self.require("arm64")
+        case = Case(self.tmp, "arm64-mixed", target="arm64")
+        prompt = self.long_prompt(case)  # wraps the sliding rings
+        for chunk in (7, 64):
+            self.assertFp32Parity(case, prompt, chunk=chunk)
+        dispatch = run(runner(case.out, "arm64") + ["--prompt-ids", "1", "--n-predict", "1",
+                                                    "--print-dispatch"], stderr=True)
+        self.assertIn("arm64-dotprod", dispatch)
+
+    def test_arm64_floor_variant_without_dot_product(self):
+        # A Cortex-A53 has no dot product: the driver must pick the NEON floor
+        # (running the dotprod code there would raise SIGILL).
+        self.require("arm64")
+        case = Case(self.tmp, "arm64-floor", ["--untied", "--layer-types", "sfsf"],
+                    target="arm64")
+        dispatch = run(runner(case.out, "arm64", cpu="cortex-a53") + [
+            "--prompt-ids", "1", "--n-predict", "1", "--print-dispatch"], stderr=True)
+        self.assertIn("arm64-neon", dispatch)
+        self.assertFp32Parity(case, self.long_prompt(case, 8), chunk=5, cpu="cortex-a53")
+
+    def test_arm64_f16_build_of_mini(self):
+        self.require("arm64")
+        self.snr_of_build(["--dtype=f16"], "arm64-mini-f16", 45.0, target="arm64")
+
+    def test_arm64_bf16_build_of_mini(self):
+        self.require("arm64")
+        self.snr_of_build(["--dtype=bf16"], "arm64-mini-bf16", 30.0, target="arm64")
+
+    def test_arm64_w8a16_build_of_mini(self):
+        self.require("arm64")
+        self.snr_of_build(["--quant=w8a16"], "arm64-mini-w8a16", 28.0, target="arm64")
+
+    def test_arm64_w8a8_build_of_mini(self):
+        # The sdot microkernels.
+        self.require("arm64")
+        self.snr_of_build(["--quant=w8a8"], "arm64-mini-w8a8", 22.0, target="arm64")
+
+    def test_arm64_w4a16_build_of_mini(self):
+        self.require("arm64")
+        self.snr_of_build(["--quant=w4a16"], "arm64-mini-w4a16", 5.0, target="arm64")
+
+    def test_arm64_w4a8_build_of_mini(self):
+        self.require("arm64")
+        self.snr_of_build(["--quant=w4a8"], "arm64-mini-w4a8", 5.0, target="arm64")
+
+
+if __name__ == "__main__":
+    unittest.main()
