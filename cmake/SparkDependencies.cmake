@@ -65,6 +65,22 @@ if(NOT SPARK_ARM64_CC)
 endif()
 find_program(SPARK_QEMU_AARCH64 qemu-aarch64-static)
 
+# --target=hexagon compiles C freestanding with clang-22 (its own headers from
+# the resource dir, then targets/hexagon/libc) and links with lld.
+execute_process(COMMAND ${SPARK_CLANG} -print-resource-dir
+                OUTPUT_VARIABLE SPARK_CLANG_RESOURCE_DIR
+                OUTPUT_STRIP_TRAILING_WHITESPACE)
+find_program(SPARK_HEXAGON_LD NAMES ld.lld PATHS ${LLVM_TOOLS_BINARY_DIR}
+             NO_DEFAULT_PATH)
+if(NOT SPARK_HEXAGON_LD)
+  find_program(SPARK_HEXAGON_LD NAMES ld.lld-22 ld.lld-14 ld.lld)
+endif()
+if(NOT SPARK_HEXAGON_LD)
+  set(SPARK_HEXAGON_LD "")
+  message(STATUS "ld.lld not found: --target=hexagon unavailable "
+                 "(apt-get install lld-22)")
+endif()
+
 find_package(GTest REQUIRED)
 
 # The reference and lit need Debian's python3 (with python3-numpy), not a

@@ -10,6 +10,10 @@ PACKAGES=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22
   libhalide14-0-dev
   python3 python3-numpy
+  # Cross targets: arm64 (cross compiler, qemu) and hexagon (lld, qemu).
+  gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static lld-22
+  # `file` identifies the executables --emit=exe writes (lit tests).
+  file
 )
 
 if [[ "${1:-}" == "--if-missing" ]]; then

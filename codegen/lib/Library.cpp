@@ -243,17 +243,24 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
     if (Error e = compileC(target, SPARK_RUNTIME_SOURCE, runtimeObject, {},
                            "compiling the runtime"))
       return e;
+    std::vector<std::string> exeObjects = {runnerObject, runtimeObject};
+    for (const std::string &source : target.exeSources) {
+      exeObjects.push_back(join(objDir, sys::path::stem(source).str() + ".o"));
+      if (Error e = compileC(target, source, exeObjects.back(), {},
+                             "compiling " + sys::path::filename(source).str()))
+        return e;
+    }
     std::string exe = join(dir, "spark-run");
     std::vector<StringRef> link = {target.cc};
     for (const std::string &flag : target.exeFlags)
       link.push_back(flag);
     link.push_back("-o");
     link.push_back(exe);
-    link.push_back(runnerObject);
-    link.push_back(runtimeObject);
+    for (const std::string &object : exeObjects)
+      link.push_back(object);
     for (const std::string &object : objects)
       link.push_back(object);
-    for (StringRef lib : {"-lpthread", "-ldl", "-lm"})
+    for (const std::string &lib : target.exeLibs)
       link.push_back(lib);
     if (Error e = run(link, "linking spark-run"))
       return e;

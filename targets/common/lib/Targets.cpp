@@ -1,10 +1,11 @@
 //===- Targets.cpp - the --target names and what they build ----------------===//
 #include "spark/Targets/Arm64.h"
+#include "spark/Targets/Hexagon.h"
 #include "spark/Targets/X86.h"
 
 namespace spark {
 
-const char *knownTargets() { return "host, spr or arm64"; }
+const char *knownTargets() { return "host, spr, arm64 or hexagon"; }
 
 llvm::Expected<TargetInfo> targetFor(const std::string &name,
                                      const std::string &amxKernel) {
@@ -18,6 +19,15 @@ llvm::Expected<TargetInfo> targetFor(const std::string &name,
           "--target=arm64 needs the AArch64 cross compiler "
           "aarch64-linux-gnu-gcc, which this spark-compile was built without "
           "(apt-get install gcc-aarch64-linux-gnu, then reconfigure)");
+    return target;
+  }
+  if (name == "hexagon") {
+    TargetInfo target = hexagonTarget();
+    if (std::string(SPARK_HEXAGON_LD).empty())
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "--target=hexagon needs lld (ld.lld), which this spark-compile was "
+          "built without (apt-get install lld-22, then reconfigure)");
     return target;
   }
   return llvm::createStringError(llvm::inconvertibleErrorCode(),

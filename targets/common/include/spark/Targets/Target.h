@@ -59,8 +59,10 @@ struct TargetInfo {
   /// runner, and the flags that make it target this machine.
   std::string cc;
   std::vector<std::string> cflags;
-  /// Flags of the final static link of `--emit=exe`.
-  std::vector<std::string> exeFlags;
+  /// Flags, extra C sources (compiled like the driver) and libraries of the
+  /// final static link of `--emit=exe`.
+  std::vector<std::string> exeFlags, exeSources;
+  std::vector<std::string> exeLibs = {"-lpthread", "-ldl", "-lm"};
   std::string microkernelDir;
   /// C code the driver needs before the CPU conditions (includes, helpers),
   /// the statement that runs before them, and what an unsupported CPU is told.

@@ -1,0 +1,67 @@
+//===- HexagonTarget.cpp - variants, microkernels and toolchain of hexagon ===//
+#include "spark/Targets/Hexagon.h"
+#include "spark/Targets/CpuSchedules.h"
+
+using namespace Halide;
+
+namespace spark {
+
+namespace {
+
+const Microkernel *microkernelFor(const TargetVariant &variant,
+                                  const KernelSpec &spec) {
+  static const Microkernel w8a8 = {"spark_vrmpy_linear_w8a8", "vrmpy_linear.c",
+                                   {}};
+  if (variant.int8Dot && spec.kind == KernelKind::Linear &&
+      spec.inputBits == 8 && spec.weightType == DType::I8 && !spec.group &&
+      spec.in % 128 == 0)
+    return &w8a8;
+  return nullptr;
+}
+
+bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec) {
+  return !microkernelFor(variant, spec);
+}
+
+// v66 HVX has no floating-point lanes (they came with v68): the f32 kernels
+// run on the scalar core, so they are scheduled without vectorization; the
+// int8 products are where HVX pays (vrmpy microkernels).
+void scheduleHexagon(KernelAlgorithm &k, const TargetVariant &variant) {
+  scheduleCpuKernel(k, variant.vectorFloats);
+}
+
+} // namespace
+
+TargetInfo hexagonTarget() {
+  TargetInfo t;
+  t.name = "hexagon";
+  t.family = "hexagon";
+  TargetVariant hvx;
+  hvx.name = "hvx";
+  hvx.halide = Target("hexagon-32-noos-hvx_128-hvx_v66-no_runtime");
+  hvx.vectorFloats = 1;
+  hvx.cpuCondition = "1";
+  hvx.int8Dot = true;
+  t.variants = {hvx};
+  t.runtime = Target("hexagon-32-noos-hvx_128-hvx_v66");
+  t.cc = SPARK_CLANG;
+  t.cflags = {"--target=hexagon-unknown-none-elf", "-mv66", "-mhvx",
+              "-mhvx-length=128B", "-ffreestanding", "-fno-builtin",
+              "-nostdinc", "-isystem", SPARK_CLANG_RESOURCE_INCLUDE,
+              "-isystem", SPARK_TARGETS_DIR "/hexagon/libc/include"};
+  t.exeFlags = {"--target=hexagon-unknown-none-elf", "-mv66", "-nostdlib",
+                "-static", "-fuse-ld=lld", "--ld-path=" SPARK_HEXAGON_LD};
+  t.exeSources = {SPARK_TARGETS_DIR "/hexagon/libc/freestanding.c"};
+  t.exeLibs = {};
+  t.microkernelDir = SPARK_TARGETS_DIR "/hexagon/lib";
+  t.cpuInit = "";
+  t.unsupportedMessage = "this library needs a Hexagon v66+ core with HVX";
+  t.native = false;
+  t.emulator = {"qemu-hexagon-static"};
+  t.microkernelFor = microkernelFor;
+  t.compilesKernel = compilesKernel;
+  t.schedule = scheduleHexagon;
+  return t;
+}
+
+} // namespace spark
