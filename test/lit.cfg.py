@@ -27,3 +27,5 @@ config.substitutions.append(("%reference",
 # Cross targets: spark-compile was configured with the AArch64 cross compiler.
 if getattr(config, "spark_arm64_cc", ""):
     config.available_features.add("arm64-cross")
+if getattr(config, "spark_hexagon_ld", ""):
+    config.available_features.add("hexagon-cross")

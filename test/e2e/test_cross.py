@@ -1,12 +1,14 @@
 """End-to-end parity of the cross targets, run under emulation.
 
-`spark-compile --target=arm64 --emit=exe` builds a static AArch64 spark-run
-(runner + runtime + model); it runs under qemu-aarch64-static (-cpu max: every
-extension, so the dot-product variant; -cpu cortex-a53: no dot product, so the
-NEON floor) against the float64 reference, with the host's bounds: fp32 builds
-greedy-identical for 32 tokens and max |diff| <= 1e-4 x max |logit|, the other
-precisions the SNR floors the host tests lock. Without the cross compiler or
-qemu a case prints [SKIP] and ctest reports it skipped.
+`spark-compile --target=arm64|hexagon --emit=exe` builds a static spark-run
+(runner + runtime + model) for the target. arm64 runs under
+qemu-aarch64-static (-cpu max: every extension, so the dot-product variant;
+-cpu cortex-a53: no dot product, so the NEON floor), hexagon under
+qemu-hexagon-static (v66 + HVX 128 B). Both are checked against the float64
+reference with the host's bounds: fp32 builds greedy-identical for 32 tokens
+and max |diff| <= 1e-4 x max |logit|, the other precisions the SNR floors the
+host tests lock. Without the cross tools or qemu a case prints [SKIP] and
+ctest reports it skipped.
 """
 
 import os
@@ -70,6 +72,36 @@ class CrossTargets(test_e2e.EndToEnd):
     def test_arm64_w4a8_build_of_mini(self):
         self.require("arm64")
         self.snr_of_build(["--quant=w4a8"], "arm64-mini-w4a8", 5.0, target="arm64")
+
+    # Hexagon: f32 kernels run on the scalar core (v66 HVX has no float
+    # lanes), int8 products on HVX (vrmpy). Emulation is slow, so the
+    # precisions are checked on mini once each.
+    def test_hexagon_fp32_parity(self):
+        self.require("hexagon")
+        case = Case(self.tmp, "hexagon-mixed", target="hexagon")
+        prompt = self.long_prompt(case, 9)  # wraps the sliding rings
+        for chunk in (7, 64):
+            self.assertFp32Parity(case, prompt, chunk=chunk)
+        dispatch = run(runner(case.out, "hexagon") + ["--prompt-ids", "1", "--n-predict", "1",
+                                                      "--print-dispatch"], stderr=True)
+        self.assertIn("hexagon-hvx", dispatch)
+
+    def test_hexagon_f16_build_of_mini(self):
+        self.require("hexagon")
+        self.snr_of_build(["--dtype=f16"], "hexagon-mini-f16", 45.0, target="hexagon")
+
+    def test_hexagon_w8a16_build_of_mini(self):
+        self.require("hexagon")
+        self.snr_of_build(["--quant=w8a16"], "hexagon-mini-w8a16", 28.0, target="hexagon")
+
+    def test_hexagon_w8a8_build_of_mini(self):
+        # The vrmpy microkernel.
+        self.require("hexagon")
+        self.snr_of_build(["--quant=w8a8"], "hexagon-mini-w8a8", 22.0, target="hexagon")
+
+    def test_hexagon_w4a16_build_of_mini(self):
+        self.require("hexagon")
+        self.snr_of_build(["--quant=w4a16"], "hexagon-mini-w4a16", 5.0, target="hexagon")
 
 
 if __name__ == "__main__":

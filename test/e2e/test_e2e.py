@@ -51,7 +51,11 @@ def run(args, env=None, stderr=False):
 
 # Targets that do not run here: the static spark-run of --emit=exe, under
 # an emulator. qemu's `max` CPU has every AArch64 extension (dot product).
-EMULATORS = {"arm64": ["qemu-aarch64-static", "-cpu", "max"]}
+EMULATORS = {"arm64": ["qemu-aarch64-static", "-cpu", "max"],
+             "hexagon": ["qemu-hexagon-static"]}
+# What building and running each cross target needs besides spark-compile.
+CROSS_TOOLS = {"arm64": ["qemu-aarch64-static", "aarch64-linux-gnu-gcc"],
+               "hexagon": ["qemu-hexagon-static", "/usr/lib/llvm-22/bin/ld.lld"]}
 
 
 def runner(out, target="host", cpu=None):
@@ -68,7 +72,7 @@ def missing_cross_tools(target):
     """Why `target` cannot be built and run here, or None."""
     if target == "host":
         return None
-    for program in (EMULATORS[target][0], "aarch64-linux-gnu-gcc"):
+    for program in CROSS_TOOLS[target]:
         if not shutil.which(program):
             return "%s is not installed" % program
     return None

@@ -7,14 +7,15 @@
  * Every vrmpy multiplies 128 signed byte pairs (weights straight from the
  * pack x input codes) and adds each group of 4 products into one of 32
  * int32 lanes; the lanes are summed once per row and token, and scaled by the
- * row's and the token's scales. 2 rows x 2 tokens are accumulated at a time.
+ * row's and the token's scales. 2 rows x 2 tokens are accumulated at a time
+ * in registers (a single token repeats its input: the decode GEMV streams
+ * two weight rows per step).
  * Needs K % 128 == 0. Compiled with -mhvx -mhvx-length=128B (v66). */
 #include "HalideRuntime.h"
 #include "quantize_row.h"
 
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 typedef int32_t hvx_vector __attribute__((vector_size(128), aligned(128)));
 typedef int32_t hvx_unaligned __attribute__((vector_size(128), aligned(1)));
@@ -52,25 +53,29 @@ int spark_vrmpy_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
   const int8_t *wq = (const int8_t *)w->host;
   const float *row_scales = (const float *)scales->host;
   float *o = (float *)out->host;
-  for (int n = 0; n < N; n += 2) {
-    const int rows = N - n < 2 ? N - n : 2;
-    for (int t0 = 0; t0 < T; t0 += 2) {
-      const int tokens = T - t0 < 2 ? T - t0 : 2;
-      hvx_vector acc[2][2];
-      memset(acc, 0, sizeof(acc));
+  for (int t0 = 0; t0 < T; t0 += 2) {
+    const int tokens = T - t0 < 2 ? T - t0 : 2;
+    const int8_t *x0 = codes + (size_t)t0 * K;
+    const int8_t *x1 = tokens == 2 ? x0 + K : x0;
+    for (int n = 0; n < N; n += 2) {
+      /* Rows n and n + 1 (the last row twice when N is odd) against tokens
+       * t0 and t0 + 1 (t0 twice for the last odd token): four independent
+       * accumulators in registers, two weight and two input loads per step. */
+      const int8_t *w0 = wq + (size_t)n * K;
+      const int8_t *w1 = n + 1 < N ? w0 + K : w0;
+      hvx_vector a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0};
       for (int k = 0; k < K; k += 128) {
-        hvx_vector wv[2], xv[2];
-        for (int r = 0; r < rows; ++r)
-          wv[r] = load(wq + (size_t)(n + r) * K + k);
-        for (int t = 0; t < tokens; ++t)
-          xv[t] = load(codes + (size_t)(t0 + t) * K + k);
-        for (int r = 0; r < rows; ++r)
-          for (int t = 0; t < tokens; ++t)
-            acc[r][t] = __builtin_HEXAGON_V6_vrmpybv_acc_128B(acc[r][t], wv[r], xv[t]);
+        hvx_vector wv0 = load(w0 + k), wv1 = load(w1 + k);
+        hvx_vector xv0 = load(x0 + k), xv1 = load(x1 + k);
+        a00 = __builtin_HEXAGON_V6_vrmpybv_acc_128B(a00, wv0, xv0);
+        a01 = __builtin_HEXAGON_V6_vrmpybv_acc_128B(a01, wv0, xv1);
+        a10 = __builtin_HEXAGON_V6_vrmpybv_acc_128B(a10, wv1, xv0);
+        a11 = __builtin_HEXAGON_V6_vrmpybv_acc_128B(a11, wv1, xv1);
       }
-      for (int r = 0; r < rows; ++r)
+      const hvx_vector sums[2][2] = {{a00, a01}, {a10, a11}};
+      for (int r = 0; r < 2 && n + r < N; ++r)
         for (int t = 0; t < tokens; ++t)
-          o[(size_t)(t0 + t) * os + n + r] = (float)lanes_sum(acc[r][t]) *
+          o[(size_t)(t0 + t) * os + n + r] = (float)lanes_sum(sums[r][t]) *
                                              row_scales[n + r] *
                                              token_scales[t0 + t];
     }
