@@ -29,3 +29,6 @@ if getattr(config, "spark_arm64_cc", ""):
     config.available_features.add("arm64-cross")
 if getattr(config, "spark_hexagon_ld", ""):
     config.available_features.add("hexagon-cross")
+import shutil
+if shutil.which("qemu-aarch64-static") and shutil.which("qemu-hexagon-static"):
+    config.available_features.add("qemu")

@@ -185,9 +185,11 @@ class EndToEnd(unittest.TestCase):
         self.assertIn("x86-avx2", dispatch.stderr)
         self.assertFp32Parity(case, self.long_prompt(case, 6), env=env, chunk=7)
 
-    def snr_of_build(self, flags, name, min_snr, target="host"):
-        """Compiles mini with `flags`, runs 150 prompt tokens + 32 generated,
-        and checks the logits SNR (dB) over the prompt positions."""
+    def snr_of_build(self, flags, name, min_snr, target="host", prompt_length=150,
+                     n_predict=32):
+        """Compiles mini with `flags`, runs `prompt_length` prompt tokens (150
+        wrap the sliding rings twice) + `n_predict` generated, and checks the
+        logits SNR (dB) over the prompt positions."""
         ckpt = os.path.join(self.tmp, "mini-ckpt")
         if not os.path.exists(ckpt):
             run([tool("spark-mkmodel"), "--preset", "mini", "--dtype", "f32", "-o", ckpt])
@@ -195,8 +197,7 @@ class EndToEnd(unittest.TestCase):
         run([tool("spark-compile"), ckpt, "-o", out, "--quiet",
              "--max-context", str(MAX_CONTEXT), *compile_args(target), *flags])
         model = ref.Model(ckpt)
-        prompt = [int(t) for t in np.random.default_rng(7).integers(0, 4096, 150)]
-        n_predict = 32
+        prompt = [int(t) for t in np.random.default_rng(7).integers(0, 4096, prompt_length)]
         logits_path = os.path.join(out, "logits.npy")
         stdout = run(runner(out, target) + [
             "--prompt-ids", ",".join(map(str, prompt)),

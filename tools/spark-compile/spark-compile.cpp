@@ -22,7 +22,9 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -65,8 +67,10 @@ cl::opt<std::string> outputPath(
 cl::opt<std::string> target("target",
                             cl::desc("Device to compile for: host (x86-64 "
                                      "AVX2 / AVX-512, chosen at run time), "
-                                     "spr (adds AMX prefill kernels) or "
-                                     "arm64 (NEON, dot product)"),
+                                     "spr (adds AMX prefill kernels), "
+                                     "arm64 (NEON, dot product), hexagon "
+                                     "(HVX 128 B, v66) or s25 (Snapdragon "
+                                     "8 Elite: arm64 + hexagon bundle)"),
                             cl::init("host"), cl::cat(category));
 
 cl::opt<spark::DType> dtype(
@@ -206,28 +210,24 @@ mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module)
   return pm.run(module);
 }
 
-int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
-                int argc, char **argv) {
-  Expected<spark::ModelPlan> plan =
-      spark::planModel(module, checkpoint, buildOptions());
-  if (!plan)
-    return fail(toString(plan.takeError()));
-
-  // Everything is written into a fresh sibling folder and renamed into
-  // place at the end: an error leaves nothing, and an earlier build is
-  // replaced only by a complete one.
-  SmallString<256> out(outputPath);
-  sys::path::remove_dots(out, /*remove_dot_dot=*/true);
-  if (sys::fs::exists(out)) {
-    SmallString<256> manifest(out);
-    sys::path::append(manifest, "manifest.json");
-    if (!sys::fs::is_directory(out) || !sys::fs::exists(manifest))
-      return fail(outputPath + " exists and is not a spark-compile output "
-                               "folder (no manifest.json); refusing to "
-                               "replace it");
-  }
-  TemporaryFolder staging;
-  {
+/// An output folder built beside its final place (OUT.partial-XXXXXX) and
+/// renamed into place when complete: an error leaves nothing, and an earlier
+/// build is replaced only by a complete one. An existing OUT that is not an
+/// earlier build (no manifest.json) is refused.
+class OutputFolder {
+public:
+  /// Returns 0, or the exit status after printing the error.
+  int create() {
+    out = outputPath;
+    sys::path::remove_dots(out, /*remove_dot_dot=*/true);
+    if (sys::fs::exists(out)) {
+      SmallString<256> manifest(out);
+      sys::path::append(manifest, "manifest.json");
+      if (!sys::fs::is_directory(out) || !sys::fs::exists(manifest))
+        return fail(outputPath + " exists and is not a spark-compile output "
+                                 "folder (no manifest.json); refusing to "
+                                 "replace it");
+    }
     SmallString<256> model(out);
     model += ".partial-%%%%%%";
     SmallString<256> created;
@@ -236,70 +236,187 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
                   ec.message());
     // createUniqueDirectory appends its own suffix to the model.
     staging.path = std::string(created);
+    return 0;
   }
-  auto file = [&](StringRef name) {
+
+  const std::string &path() const { return staging.path; }
+  std::string file(StringRef name) const {
     SmallString<256> path(staging.path);
     sys::path::append(path, name);
     return std::string(path);
-  };
+  }
+
+  /// Swaps the finished folder into place.
+  int commit() {
+    std::string previous;
+    if (sys::fs::exists(out)) {
+      previous = std::string(out) + ".old";
+      sys::fs::remove_directories(previous);
+      if (std::error_code ec = sys::fs::rename(out, previous))
+        return fail(outputPath + ": cannot move the previous build aside: " +
+                    ec.message());
+    }
+    if (std::error_code ec = sys::fs::rename(staging.path, out)) {
+      if (!previous.empty())
+        sys::fs::rename(previous, out);
+      return fail(outputPath + ": cannot move the new build into place: " +
+                  ec.message());
+    }
+    staging.path.clear();
+    if (!previous.empty())
+      sys::fs::remove_directories(previous);
+    if (!quiet) {
+      std::error_code ec;
+      std::string names;
+      for (sys::fs::directory_iterator it(out, ec), end; it != end && !ec;
+           it.increment(ec))
+        names += (names.empty() ? "" : ", ") +
+                 sys::path::filename(it->path()).str();
+      errs() << "wrote " << out << " (" << names << ")\n";
+    }
+    return 0;
+  }
+
+private:
+  SmallString<256> out;
+  TemporaryFolder staging;
+};
+
+/// Writes `text` to `path` through a temporary name.
+int writeFile(const std::string &path, StringRef text) {
+  if (Error e = writeToOutput(path, [&](raw_ostream &os) {
+        os << text;
+        return Error::success();
+      }))
+    return fail(toString(std::move(e)));
+  return 0;
+}
+
+std::string commandLineOf(int argc, char **argv) {
   std::string commandLine;
   for (int i = 0; i < argc; ++i)
     commandLine += (i ? " " : "") + std::string(argv[i]);
+  return commandLine;
+}
 
+int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
+                int argc, char **argv) {
+  Expected<spark::ModelPlan> plan =
+      spark::planModel(module, checkpoint, buildOptions());
+  if (!plan)
+    return fail(toString(plan.takeError()));
+  OutputFolder folder;
+  if (int rc = folder.create())
+    return rc;
   if (!quiet)
     errs() << "spark-compile: " << plan->kernels.size() << " kernels, "
            << plan->tensors.size() << " pack tensors, arena "
            << plan->arenaFloats * 4 / 1024 << " KiB\n";
-  if (Error e = spark::buildLibrary(*plan, staging.path,
+  if (Error e = spark::buildLibrary(*plan, folder.path(),
                                     emit == EmitStage::Executable))
     return fail(toString(std::move(e)));
   if (!quiet)
     errs() << "writing the weight pack\n";
-  if (Error e = spark::writeWeightPack(*plan, file("model.spkw")))
+  if (Error e = spark::writeWeightPack(*plan, folder.file("model.spkw")))
     return fail(toString(std::move(e)));
   uint64_t packBytes = 0;
-  sys::fs::file_size(file("model.spkw"), packBytes);
-  for (auto [name, text] :
-       {std::pair<StringRef, std::string>{"spark_model.h",
-                                          spark::emitModelHeader(*plan)},
-        {"manifest.json",
-         spark::emitManifest(*plan, packBytes, commandLine)}}) {
-    Error written = writeToOutput(file(name), [&](raw_ostream &os) {
-      os << text;
-      return Error::success();
-    });
-    if (written)
-      return fail(toString(std::move(written)));
-  }
+  sys::fs::file_size(folder.file("model.spkw"), packBytes);
+  if (int rc = writeFile(folder.file("spark_model.h"),
+                         spark::emitModelHeader(*plan)))
+    return rc;
+  if (int rc = writeFile(folder.file("manifest.json"),
+                         spark::emitManifest(*plan, packBytes,
+                                             commandLineOf(argc, argv))))
+    return rc;
+  return folder.commit();
+}
 
-  // Swap the finished folder into place.
-  std::string previous;
-  if (sys::fs::exists(out)) {
-    previous = std::string(out) + ".old";
-    sys::fs::remove_directories(previous);
-    if (std::error_code ec = sys::fs::rename(out, previous))
-      return fail(outputPath + ": cannot move the previous build aside: " +
-                  ec.message());
+/// --target=s25 (Snapdragon 8 Elite: Oryon CPU cores + Hexagon DSP): the
+/// arm64 and the hexagon builds of the same options, each by a run of this
+/// program, the runtime built for arm64, the FastRPC interface and
+/// DSP-side skeleton source, a manifest saying which runs where, and the
+/// integration notes, in one folder.
+int emitBundle(int argc, char **argv) {
+  std::string self = sys::fs::getMainExecutable(argv[0], (void *)&fail);
+  OutputFolder folder;
+  if (int rc = folder.create())
+    return rc;
+  // The sub-builds take this command line with their own --target and -o.
+  std::vector<std::string> passed;
+  for (int i = 1; i < argc; ++i) {
+    StringRef arg = argv[i];
+    if (arg == "-o" || arg == "--o" || arg == "--target" || arg == "-target") {
+      ++i;
+      continue;
+    }
+    if (arg.starts_with("--target=") || arg.starts_with("-target=") ||
+        arg.starts_with("-o=") || arg.starts_with("--o="))
+      continue;
+    if (arg.starts_with("-o") && arg.size() > 2 && !arg.starts_with("-o="))
+      continue; // -oOUT
+    passed.push_back(arg.str());
   }
-  if (std::error_code ec = sys::fs::rename(staging.path, out)) {
-    if (!previous.empty())
-      sys::fs::rename(previous, out);
-    return fail(outputPath + ": cannot move the new build into place: " +
-                ec.message());
+  json::Object parts;
+  for (const char *sub : {"arm64", "hexagon"}) {
+    if (!quiet)
+      errs() << "s25: building the " << sub << " part\n";
+    std::string subOut = folder.file(sub);
+    std::string targetArg = std::string("--target=") + sub;
+    std::vector<StringRef> args = {self};
+    for (const std::string &a : passed)
+      args.push_back(a);
+    for (StringRef a : {StringRef(targetArg), StringRef("-o"), StringRef(subOut)})
+      args.push_back(a);
+    std::string message;
+    if (sys::ExecuteAndWait(self, args, std::nullopt, {}, 0, 0, &message) != 0)
+      return fail(std::string("--target=s25: the ") + sub + " part failed" +
+                  (message.empty() ? "" : ": " + message));
   }
-  staging.path.clear();
-  if (!previous.empty())
-    sys::fs::remove_directories(previous);
-  if (!quiet) {
-    std::error_code ec;
-    std::string names;
-    for (sys::fs::directory_iterator it(out, ec), end; it != end && !ec;
-         it.increment(ec))
-      names += (names.empty() ? "" : ", ") +
-               sys::path::filename(it->path()).str();
-    errs() << "wrote " << out << " (" << names << ")\n";
-  }
-  return 0;
+  Expected<spark::TargetInfo> arm64 = spark::targetFor("arm64");
+  if (!arm64)
+    return fail(toString(arm64.takeError()));
+  if (!quiet)
+    errs() << "s25: building the runtime for arm64\n";
+  if (Error e = spark::buildRuntimeLibrary(*arm64, folder.file("runtime")))
+    return fail(toString(std::move(e)));
+  for (auto [name, text] :
+       {std::pair<const char *, std::string>{"hexagon/spark_dsp.idl",
+                                             spark::emitFastRpcInterface()},
+        {"hexagon/spark_dsp_imp.c", spark::emitFastRpcSkeleton()},
+        {"INTEGRATION.md", spark::emitS25Integration()}})
+    if (int rc = writeFile(folder.file(name), text))
+      return rc;
+  json::Object manifest{
+      {"target", "s25"},
+      {"device", "Snapdragon 8 Elite (Oryon CPU cores + Hexagon DSP with HVX)"},
+      {"parts",
+       json::Object{
+           {"cpu",
+            json::Object{{"folder", "arm64"},
+                         {"runs_on", "the application processor (Oryon, "
+                                     "AArch64), in the app's process"},
+                         {"library", "arm64/libspark_model.a"},
+                         {"pack", "arm64/model.spkw"},
+                         {"runtime", "runtime/libspark_runtime.a"}}},
+           {"dsp",
+            json::Object{{"folder", "hexagon"},
+                         {"runs_on", "the Hexagon DSP (v66 HVX code, runs on "
+                                     "v68+), reached through FastRPC: one "
+                                     "remote call per decoder step"},
+                         {"library", "hexagon/libspark_model.a"},
+                         {"pack", "hexagon/model.spkw"},
+                         {"interface", "hexagon/spark_dsp.idl"},
+                         {"skeleton_source", "hexagon/spark_dsp_imp.c"}}}}},
+      {"verified",
+       "both parts run end to end under qemu (qemu-aarch64-static, "
+       "qemu-hexagon-static) in spark-compile's tests; the FastRPC path "
+       "needs the Hexagon SDK and a device and was not run"},
+      {"reproduce", commandLineOf(argc, argv)}};
+  if (int rc = writeFile(folder.file("manifest.json"),
+                         formatv("{0:2}", json::Value(std::move(manifest))).str() +
+                             "\n"))
+    return rc;
+  return folder.commit();
 }
 
 /// --report-fidelity: an fp32 reference build next to OUT (removed again),
@@ -362,9 +479,10 @@ int main(int argc, char **argv) {
   if (amxKernel != "tiles" && amxKernel != "halide")
     return fail("--amx-kernel=" + amxKernel + " is not known; expected tiles "
                 "or halide");
-  if (Expected<spark::TargetInfo> info = spark::targetFor(target, amxKernel);
-      !info)
-    return fail(toString(info.takeError()));
+  if (target != "s25")
+    if (Expected<spark::TargetInfo> info = spark::targetFor(target, amxKernel);
+        !info)
+      return fail(toString(info.takeError()));
   const bool library =
       emit == EmitStage::Library || emit == EmitStage::Executable;
   if (library && outputPath == "-")
@@ -383,6 +501,13 @@ int main(int argc, char **argv) {
                 "both builds are compared on");
   if (reportFidelity && !library)
     return fail("--report-fidelity applies to --emit=lib only");
+  if (target == "s25" && !library)
+    return fail("--target=s25 builds a bundle of libraries; --emit=" +
+                std::string(emit == EmitStage::MLIR ? "mlir" : "opt/halide/asm") +
+                " applies to one target (arm64 or hexagon)");
+  if (reportFidelity && target == "s25")
+    return fail("--report-fidelity runs the build here; --target=s25 does not "
+                "run on this machine");
   if (reportFidelity && !spark::targetFor(target, amxKernel)->native)
     return fail("--report-fidelity runs the build here; --target=" + target +
                 " does not run on this machine");
@@ -400,6 +525,9 @@ int main(int argc, char **argv) {
           << "--calib is only read by --report-fidelity: the host kernels "
              "quantize activations per token at run time\n";
   }
+
+  if (target == "s25")
+    return emitBundle(argc, argv);
 
   mlir::MLIRContext context;
   spark::ImportOptions importOptions;

@@ -5,7 +5,7 @@
 
 namespace spark {
 
-const char *knownTargets() { return "host, spr, arm64 or hexagon"; }
+const char *knownTargets() { return "host, spr, arm64, hexagon or s25"; }
 
 llvm::Expected<TargetInfo> targetFor(const std::string &name,
                                      const std::string &amxKernel) {

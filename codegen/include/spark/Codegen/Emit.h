@@ -42,6 +42,16 @@ llvm::Error emitKernelText(const ModelPlan &plan, KernelText kind,
 llvm::Error buildLibrary(const ModelPlan &plan, llvm::StringRef dir,
                          bool executable);
 
+/// The C runtime compiled for `target`: `dir`/libspark_runtime.a and
+/// `dir`/include/spark/{runtime,model_abi,pack_format}.h.
+llvm::Error buildRuntimeLibrary(const TargetInfo &target, llvm::StringRef dir);
+
+/// --target=s25: the FastRPC interface of the DSP part (spark_dsp.idl), its
+/// DSP-side implementation (spark_dsp_imp.c) and INTEGRATION.md.
+std::string emitFastRpcInterface();
+std::string emitFastRpcSkeleton();
+std::string emitS25Integration();
+
 } // namespace spark
 
 #endif // SPARK_CODEGEN_EMIT_H
