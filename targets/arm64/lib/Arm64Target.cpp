@@ -8,14 +8,6 @@ namespace spark {
 
 namespace {
 
-/// int8 inputs times int8 weights (w8a8) or symmetric 4-bit groups of 128
-/// (w4a8).
-bool isInt8Linear(const KernelSpec &spec, bool fourBit) {
-  if (spec.kind != KernelKind::Linear || spec.inputBits != 8)
-    return false;
-  return fourBit ? spec.group == 128 && spec.symmetricGroups
-                 : spec.weightType == DType::I8 && !spec.group;
-}
 
 const Microkernel *microkernelFor(const TargetVariant &variant,
                                   const KernelSpec &spec) {
@@ -26,15 +18,11 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                    flags};
   if (!variant.int8Dot || spec.out % 4 != 0)
     return nullptr;
-  if (isInt8Linear(spec, false) && spec.in % 16 == 0)
+  if (spec.isInt8Linear(false) && spec.in % 16 == 0)
     return &w8a8;
-  if (isInt8Linear(spec, true))
+  if (spec.isInt8Linear(true))
     return &w4a8;
   return nullptr;
-}
-
-bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec) {
-  return !microkernelFor(variant, spec);
 }
 
 void scheduleArm64(KernelAlgorithm &k, const TargetVariant &variant) {
@@ -74,7 +62,7 @@ TargetInfo arm64Target() {
   t.native = false;
   t.emulator = {"qemu-aarch64-static", "-cpu", "max"};
   t.microkernelFor = microkernelFor;
-  t.compilesKernel = compilesKernel;
+  t.compilesKernel = compilesUnlessMicrokernel(microkernelFor);
   t.schedule = scheduleArm64;
   return t;
 }

@@ -126,29 +126,17 @@ static int w4a8_task(void *user_context, int task, uint8_t *closure) {
  * blocks of rows, frees. */
 static int run_sdot(halide_buffer_t *x, sdot_job *job, int reorder,
                     int (*task)(void *, int, uint8_t *)) {
-  const int K = job->K, T = job->T, xs = x->dim[1].stride;
-  int8_t *codes = (int8_t *)malloc((size_t)T * K);
-  float *token_scales = (float *)malloc(sizeof(float) * (size_t)T);
-  int rc = -1;
-  if (codes && token_scales) {
-    int8_t chunk[32];
-    for (int t = 0; t < T; ++t) {
-      int8_t *row = codes + (size_t)t * K;
-      token_scales[t] =
-          spark_quantize_row((const float *)x->host + (size_t)t * xs, K, row);
-      for (int c = 0; reorder && c < K; c += 32) {
-        for (int i = 0; i < 32; ++i)
-          chunk[i] = row[c + i];
-        for (int i = 0; i < 32; ++i)
-          row[c + (i % 2) * 16 + i / 2] = chunk[i];
-      }
-    }
-    job->codes = codes;
-    job->token_scales = token_scales;
-    rc = halide_do_par_for(NULL, task, 0,
-                           (job->N + kRowsPerTask - 1) / kRowsPerTask,
-                           (uint8_t *)job);
-  }
+  int8_t *codes;
+  float *token_scales;
+  if (spark_quantize_rows(x, &codes, &token_scales) != 0)
+    return -1;
+  for (int t = 0; reorder && t < job->T; ++t)
+    spark_split_even_odd(codes + (size_t)t * job->K, job->K, 32);
+  job->codes = codes;
+  job->token_scales = token_scales;
+  int rc = halide_do_par_for(NULL, task, 0,
+                             (job->N + kRowsPerTask - 1) / kRowsPerTask,
+                             (uint8_t *)job);
   free(codes);
   free(token_scales);
   return rc;

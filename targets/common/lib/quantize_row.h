@@ -4,8 +4,11 @@
 #ifndef SPARK_QUANTIZE_ROW_H
 #define SPARK_QUANTIZE_ROW_H
 
+#include "HalideRuntime.h"
+
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* Writes the K codes of x; returns the row's scale. */
 static inline float spark_quantize_row(const float *x, int K, int8_t *codes) {
@@ -18,6 +21,40 @@ static inline float spark_quantize_row(const float *x, int K, int8_t *codes) {
     codes[k] = (int8_t)(q < -127.0f ? -127.0f : q > 127.0f ? 127.0f : q);
   }
   return largest / 127.0f;
+}
+
+/* Quantizes the T rows of x (f32 [K, T], any row stride) into *codes
+ * ([T][K], 128-byte aligned) and *scales ([T]). Returns 0, or -1 with
+ * nothing allocated. Free both with free(). */
+static inline int spark_quantize_rows(const halide_buffer_t *x, int8_t **codes,
+                                      float **scales) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
+  *codes = NULL;
+  *scales = (float *)malloc(sizeof(float) * (size_t)(T > 0 ? T : 1));
+  if (!*scales || posix_memalign((void **)codes, 128,
+                                 (size_t)(T > 0 ? T : 1) * (size_t)K) != 0) {
+    free(*scales);
+    *scales = NULL;
+    *codes = NULL;
+    return -1;
+  }
+  for (int t = 0; t < T; ++t)
+    (*scales)[t] = spark_quantize_row((const float *)x->host + (size_t)t * xs,
+                                      K, *codes + (size_t)t * K);
+  return 0;
+}
+
+/* Reorders each `span` consecutive codes of row[0, K) into the even-index
+ * codes, then the odd-index ones: the order of the low and high nibbles of
+ * span / 2 bytes of packed 4-bit weights. span <= 128. */
+static inline void spark_split_even_odd(int8_t *row, int K, int span) {
+  int8_t chunk[128];
+  for (int c = 0; c + span <= K; c += span) {
+    for (int i = 0; i < span; ++i)
+      chunk[i] = row[c + i];
+    for (int i = 0; i < span; ++i)
+      row[c + (i % 2) * (span / 2) + i / 2] = chunk[i];
+  }
 }
 
 #endif

@@ -12,15 +12,9 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                   const KernelSpec &spec) {
   static const Microkernel w8a8 = {"spark_vrmpy_linear_w8a8", "vrmpy_linear.c",
                                    {}};
-  if (variant.int8Dot && spec.kind == KernelKind::Linear &&
-      spec.inputBits == 8 && spec.weightType == DType::I8 && !spec.group &&
-      spec.in % 128 == 0)
+  if (variant.int8Dot && spec.isInt8Linear(false) && spec.in % 128 == 0)
     return &w8a8;
   return nullptr;
-}
-
-bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec) {
-  return !microkernelFor(variant, spec);
 }
 
 // v66 HVX has no floating-point lanes (they came with v68): the f32 kernels
@@ -59,7 +53,7 @@ TargetInfo hexagonTarget() {
   t.native = false;
   t.emulator = {"qemu-hexagon-static"};
   t.microkernelFor = microkernelFor;
-  t.compilesKernel = compilesKernel;
+  t.compilesKernel = compilesUnlessMicrokernel(microkernelFor);
   t.schedule = scheduleHexagon;
   return t;
 }

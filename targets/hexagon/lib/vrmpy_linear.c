@@ -39,17 +39,11 @@ int spark_vrmpy_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
   if (K % 128 != 0 || w->dim[0].extent != K || w->dim[1].stride != K ||
       out->dim[0].extent != N || out->dim[1].extent != T)
     return -1;
-  const int xs = x->dim[1].stride, os = out->dim[1].stride;
-  int8_t *codes = (int8_t *)malloc((size_t)T * K);
-  float *token_scales = (float *)malloc(sizeof(float) * (size_t)T);
-  if (!codes || !token_scales) {
-    free(codes);
-    free(token_scales);
+  const int os = out->dim[1].stride;
+  int8_t *codes;
+  float *token_scales;
+  if (spark_quantize_rows(x, &codes, &token_scales) != 0)
     return -1;
-  }
-  for (int t = 0; t < T; ++t)
-    token_scales[t] = spark_quantize_row((const float *)x->host + (size_t)t * xs,
-                                         K, codes + (size_t)t * K);
   const int8_t *wq = (const int8_t *)w->host;
   const float *row_scales = (const float *)scales->host;
   float *o = (float *)out->host;

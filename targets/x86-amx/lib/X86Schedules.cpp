@@ -77,14 +77,6 @@ bool isBF16Prefill(const KernelSpec &spec) {
          spec.weightType == DType::BF16;
 }
 
-/// A product of int8 inputs with int8 weights (w8a8) or with symmetric
-/// 4-bit groups of 128 (w4a8).
-bool isInt8Linear(const KernelSpec &spec, bool fourBit) {
-  if (spec.kind != KernelKind::Linear || spec.inputBits != 8)
-    return false;
-  return fourBit ? spec.group == 128 && spec.symmetricGroups
-                 : spec.weightType == DType::I8 && !spec.group;
-}
 
 const Microkernel *microkernelFor(const TargetVariant &variant,
                                   const KernelSpec &spec) {
@@ -110,16 +102,16 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   if (tiles && isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0)
     return &amxTiles;
   // Whole 64-deep int8 tiles.
-  if (tiles && spec.phase == Phase::Prefill && isInt8Linear(spec, false) &&
+  if (tiles && spec.phase == Phase::Prefill && spec.isInt8Linear(false) &&
       spec.in % 64 == 0 && spec.out % 32 == 0)
     return &amxInt8;
   if (variant.bf16Dot && spec.kind == KernelKind::Linear &&
       spec.weightType == DType::BF16 && spec.in % 32 == 0)
     return &bf16Dot;
-  if (variant.int8Dot && isInt8Linear(spec, false) && spec.in % 64 == 0 &&
+  if (variant.int8Dot && spec.isInt8Linear(false) && spec.in % 64 == 0 &&
       spec.out % 4 == 0)
     return &vnniW8A8;
-  if (variant.int8Dot && isInt8Linear(spec, true) && spec.out % 4 == 0)
+  if (variant.int8Dot && spec.isInt8Linear(true) && spec.out % 4 == 0)
     return &vnniW4A8;
   return nullptr;
 }

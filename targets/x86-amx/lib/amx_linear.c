@@ -134,23 +134,21 @@ int spark_amx_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
       w->dim[1].stride != K || out->dim[0].extent != N ||
       out->dim[1].extent != T)
     return -1;
-  const int TP = (T + 15) / 16 * 16, xs = x->dim[1].stride;
-  int8_t *codes = NULL, *packed = NULL;
-  float *token_scales = (float *)calloc((size_t)TP, sizeof(float));
-  if (!token_scales || posix_memalign((void **)&codes, 64, (size_t)K) != 0 ||
-      posix_memalign((void **)&packed, 64, (size_t)K * TP) != 0) {
-    free(token_scales);
+  const int TP = (T + 15) / 16 * 16;
+  int8_t *codes, *packed = NULL;
+  float *token_scales;
+  if (spark_quantize_rows(x, &codes, &token_scales) != 0)
+    return -1;
+  if (posix_memalign((void **)&packed, 64, (size_t)K * TP) != 0) {
     free(codes);
+    free(token_scales);
     return -1;
   }
   /* B operand: groups of 4 consecutive K codes per token, [K/4][TP][4]. */
   memset(packed, 0, (size_t)K * TP);
-  for (int t = 0; t < T; ++t) {
-    token_scales[t] =
-        spark_quantize_row((const float *)x->host + (size_t)t * xs, K, codes);
+  for (int t = 0; t < T; ++t)
     for (int k = 0; k < K; ++k)
-      packed[((size_t)(k / 4) * TP + t) * 4 + k % 4] = codes[k];
-  }
+      packed[((size_t)(k / 4) * TP + t) * 4 + k % 4] = codes[(size_t)t * K + k];
   amx_job job = {w->host, (const uint8_t *)packed, (float *)out->host,
                  (const float *)scales->host, token_scales, K, N, T, TP,
                  out->dim[1].stride, K, 64, 1};

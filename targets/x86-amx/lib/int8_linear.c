@@ -131,43 +131,37 @@ static int w4a8_task(void *user_context, int task, uint8_t *closure) {
   return 0;
 }
 
-/* Quantizes the inputs, runs `task` over blocks of rows, frees. */
-static int run_int8(halide_buffer_t *x, int8_job *job, int interleave,
+/* Quantizes the inputs into the layout `task` reads, runs it over blocks of
+ * rows, frees. */
+static int run_int8(halide_buffer_t *x, int8_job *job, int fourBit,
                     int (*task)(void *, int, uint8_t *)) {
-  const int K = job->K, T = job->T, xs = x->dim[1].stride;
-  const int groups = K / kGroup;
-  uint8_t *codes = NULL;
-  if (posix_memalign((void **)&codes, 64, (size_t)T * K) != 0)
+  const int K = job->K, T = job->T, groups = K / kGroup;
+  int8_t *codes;
+  float *token_scales;
+  if (spark_quantize_rows(x, &codes, &token_scales) != 0)
     return -1;
-  float *token_scales = (float *)malloc(sizeof(float) * (size_t)T);
   int32_t *group_sums =
       (int32_t *)calloc((size_t)T * (groups > 0 ? groups : 1), sizeof(int32_t));
   int rc = -1;
-  if (token_scales && group_sums) {
+  if (group_sums) {
     for (int t = 0; t < T; ++t) {
-      uint8_t *row = codes + (size_t)t * K;
-      token_scales[t] = spark_quantize_row(
-          (const float *)x->host + (size_t)t * xs, K, (int8_t *)row);
-      if (!interleave) { /* w8a8: code + 128, the unsigned side */
+      int8_t *row = codes + (size_t)t * K;
+      if (!fourBit) { /* w8a8: code + 128, the unsigned side */
         for (int k = 0; k < K; ++k)
-          row[k] ^= 0x80;
+          row[k] = (int8_t)((uint8_t)row[k] ^ 0x80);
         continue;
       }
-      /* w4a8: per group, the even-index codes, then the odd-index ones (the
-       * low and high nibbles of the weight bytes), and the group's sum. */
-      int8_t group[kGroup];
+      /* w4a8: each group's sum, then its even-index codes and its odd-index
+       * ones (the low and high nibbles of the weight bytes). */
       for (int g = 0; g < groups; ++g) {
         int32_t sum = 0;
-        for (int i = 0; i < kGroup; ++i) {
-          group[i] = (int8_t)row[g * kGroup + i];
-          sum += group[i];
-        }
         for (int i = 0; i < kGroup; ++i)
-          row[g * kGroup + (i % 2) * (kGroup / 2) + i / 2] = (uint8_t)group[i];
+          sum += row[g * kGroup + i];
         group_sums[(size_t)t * groups + g] = sum;
       }
+      spark_split_even_odd(row, K, kGroup);
     }
-    job->codes = codes;
+    job->codes = (const uint8_t *)codes;
     job->token_scales = token_scales;
     job->group_sums = group_sums;
     rc = halide_do_par_for(NULL, task, 0,

@@ -64,6 +64,16 @@ struct KernelSpec {
   int64_t lhsWidth = 0, rhsWidth = 0;
   bool lhsRows = true, rhsRows = true;
 
+  /// A Linear with int8 inputs (w8a8, w4a8) and int8 weights, or (fourBit)
+  /// symmetric 4-bit groups of 128: what the int8 dot-product microkernels
+  /// take.
+  bool isInt8Linear(bool fourBit) const {
+    if (kind != KernelKind::Linear || inputBits != 8)
+      return false;
+    return fourBit ? group == 128 && symmetricGroups
+                   : weightType == DType::I8 && !group;
+  }
+
   /// A unique, C-identifier-safe name, e.g. "linear_k2048_n3072_bf16_decode".
   std::string name() const;
   bool operator<(const KernelSpec &other) const { return name() < other.name(); }

@@ -92,6 +92,16 @@ struct TargetInfo {
   std::function<void(KernelAlgorithm &, const TargetVariant &)> schedule;
 };
 
+/// The usual compilesKernel: Halide compiles every kernel a variant has no
+/// microkernel for.
+inline std::function<bool(const TargetVariant &, const KernelSpec &)>
+compilesUnlessMicrokernel(const Microkernel *(*microkernelFor)(
+    const TargetVariant &, const KernelSpec &)) {
+  return [microkernelFor](const TargetVariant &variant, const KernelSpec &spec) {
+    return microkernelFor(variant, spec) == nullptr;
+  };
+}
+
 /// The target `name` ("host", "spr", "arm64"); `amxKernel` is the
 /// --amx-kernel choice of spr. An unknown name is an error listing the known.
 llvm::Expected<TargetInfo> targetFor(const std::string &name,
