@@ -219,6 +219,11 @@ public:
   /// Returns 0, or the exit status after printing the error.
   int create() {
     out = outputPath;
+    // Absolute, so that the staging folder is created beside OUT (a relative
+    // model would put it in the temporary directory, maybe on another file
+    // system, where the final rename fails).
+    if (std::error_code ec = sys::fs::make_absolute(out))
+      return fail(outputPath + ": " + ec.message());
     sys::path::remove_dots(out, /*remove_dot_dot=*/true);
     if (sys::fs::exists(out)) {
       SmallString<256> manifest(out);
