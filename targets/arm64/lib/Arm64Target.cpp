@@ -11,7 +11,8 @@ namespace {
 
 const Microkernel *microkernelFor(const TargetVariant &variant,
                                   const KernelSpec &spec) {
-  static const std::vector<const char *> flags = {"-march=armv8.2-a+dotprod"};
+  static const std::vector<const char *> flags = {"-march=armv8.2-a+dotprod",
+                                                  "-O3"};
   static const Microkernel w8a8 = {"spark_sdot_linear_w8a8", "sdot_linear.c",
                                    flags};
   static const Microkernel w4a8 = {"spark_sdot_linear_w4a8", "sdot_linear.c",

@@ -15,7 +15,8 @@
  *         The input codes of each group are reordered once per call into
  *         [even 16 | odd 16] per 32 elements to meet them. Each group's int32
  *         sums are scaled by its f16 scale into f32 accumulators.
- * Each task takes a block of rows; 4 rows x up to 4 tokens at a time.
+ * Each task takes a block of rows; 4 rows x 4 tokens at a time (16
+ * accumulators in registers), the last tokens and decode 4 rows x 1.
  * Needs K % 16 == 0 (w8a8) or K % 128 == 0 (w4a8), and N % 4 == 0.
  * Compiled with -march=armv8.2-a+dotprod; entered only when the kernel's
  * hwcaps report ASIMDDP. */
@@ -39,88 +40,94 @@ typedef struct sdot_job {
   int K, N, T, out_stride;
 } sdot_job;
 
-static int w8a8_task(void *user_context, int task, uint8_t *closure) {
-  (void)user_context;
-  const sdot_job *job = (const sdot_job *)closure;
+/* Rows n..n+3 times tokens t0..t0+TT-1. Always inlined with a constant TT
+ * (4, or 1 for the last tokens and decode), so the loops over rows and
+ * tokens unroll and the accumulators stay in registers. */
+#define SPARK_BLOCK static inline __attribute__((always_inline)) void
+
+SPARK_BLOCK w8a8_block(const sdot_job *job, int n, int t0, const int TT) {
   const int K = job->K;
-  const int n0 = task * kRowsPerTask;
-  const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
-  for (int n = n0; n < n1; n += 4) {
-    for (int t0 = 0; t0 < job->T; t0 += 4) {
-      const int tokens = job->T - t0 < 4 ? job->T - t0 : 4;
-      int32x4_t acc[4][4];
+  int32x4_t acc[4][4];
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t < TT; ++t)
+      acc[r][t] = vdupq_n_s32(0);
+  for (int k = 0; k < K; k += 16) {
+    int8x16_t wv[4];
+    for (int r = 0; r < 4; ++r)
+      wv[r] = vld1q_s8(job->w8 + (size_t)(n + r) * K + k);
+    for (int t = 0; t < TT; ++t) {
+      int8x16_t xv = vld1q_s8(job->codes + (size_t)(t0 + t) * K + k);
       for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < 4; ++t)
-          acc[r][t] = vdupq_n_s32(0);
-      for (int k = 0; k < K; k += 16) {
-        int8x16_t wv[4];
-        for (int r = 0; r < 4; ++r)
-          wv[r] = vld1q_s8(job->w8 + (size_t)(n + r) * K + k);
-        for (int t = 0; t < tokens; ++t) {
-          int8x16_t xv = vld1q_s8(job->codes + (size_t)(t0 + t) * K + k);
-          for (int r = 0; r < 4; ++r)
-            acc[r][t] = vdotq_s32(acc[r][t], wv[r], xv);
-        }
-      }
-      for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < tokens; ++t)
-          job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
-              (float)vaddvq_s32(acc[r][t]) * job->scales[n + r] *
-              job->token_scales[t0 + t];
+        acc[r][t] = vdotq_s32(acc[r][t], wv[r], xv);
     }
   }
-  return 0;
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t < TT; ++t)
+      job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
+          (float)vaddvq_s32(acc[r][t]) * job->scales[n + r] *
+          job->token_scales[t0 + t];
 }
 
-static int w4a8_task(void *user_context, int task, uint8_t *closure) {
-  (void)user_context;
-  const sdot_job *job = (const sdot_job *)closure;
+SPARK_BLOCK w4a8_block(const sdot_job *job, int n, int t0, const int TT) {
   const int K = job->K, groups = K / kGroup;
-  const int n0 = task * kRowsPerTask;
-  const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
   const uint8x16_t low = vdupq_n_u8(0x0f);
   const int8x16_t eight = vdupq_n_s8(8);
-  for (int n = n0; n < n1; n += 4) {
-    for (int t0 = 0; t0 < job->T; t0 += 4) {
-      const int tokens = job->T - t0 < 4 ? job->T - t0 : 4;
-      float32x4_t acc[4][4];
-      for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < 4; ++t)
-          acc[r][t] = vdupq_n_f32(0.0f);
-      for (int g = 0; g < groups; ++g) {
-        int32x4_t dot[4][4];
-        for (int r = 0; r < 4; ++r)
-          for (int t = 0; t < 4; ++t)
-            dot[r][t] = vdupq_n_s32(0);
-        for (int c = 0; c < kGroup; c += 32) {
-          int8x16_t even[4], odd[4];
-          for (int r = 0; r < 4; ++r) {
-            uint8x16_t bytes = vld1q_u8(job->w4 + (size_t)(n + r) * (K / 2) +
-                                        (size_t)(g * kGroup + c) / 2);
-            even[r] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(bytes, low)), eight);
-            odd[r] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(bytes, 4)), eight);
-          }
-          for (int t = 0; t < tokens; ++t) {
-            const int8_t *x = job->codes + (size_t)(t0 + t) * K + g * kGroup + c;
-            int8x16_t xe = vld1q_s8(x), xo = vld1q_s8(x + 16);
-            for (int r = 0; r < 4; ++r)
-              dot[r][t] = vdotq_s32(vdotq_s32(dot[r][t], even[r], xe), odd[r], xo);
-          }
-        }
-        for (int r = 0; r < 4; ++r) {
-          const float scale = (float)job->group_scales[(size_t)(n + r) * groups + g];
-          for (int t = 0; t < tokens; ++t)
-            acc[r][t] = vfmaq_n_f32(acc[r][t], vcvtq_f32_s32(dot[r][t]), scale);
-        }
+  float32x4_t acc[4][4];
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t < TT; ++t)
+      acc[r][t] = vdupq_n_f32(0.0f);
+  for (int g = 0; g < groups; ++g) {
+    int32x4_t dot[4][4];
+    for (int r = 0; r < 4; ++r)
+      for (int t = 0; t < TT; ++t)
+        dot[r][t] = vdupq_n_s32(0);
+    for (int c = 0; c < kGroup; c += 32) {
+      int8x16_t even[4], odd[4];
+      for (int r = 0; r < 4; ++r) {
+        uint8x16_t bytes = vld1q_u8(job->w4 + (size_t)(n + r) * (K / 2) +
+                                    (size_t)(g * kGroup + c) / 2);
+        even[r] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(bytes, low)), eight);
+        odd[r] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(bytes, 4)), eight);
       }
-      for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < tokens; ++t)
-          job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
-              vaddvq_f32(acc[r][t]) * job->token_scales[t0 + t];
+      for (int t = 0; t < TT; ++t) {
+        const int8_t *x = job->codes + (size_t)(t0 + t) * K + g * kGroup + c;
+        int8x16_t xe = vld1q_s8(x), xo = vld1q_s8(x + 16);
+        for (int r = 0; r < 4; ++r)
+          dot[r][t] = vdotq_s32(vdotq_s32(dot[r][t], even[r], xe), odd[r], xo);
+      }
+    }
+    for (int r = 0; r < 4; ++r) {
+      const float scale = (float)job->group_scales[(size_t)(n + r) * groups + g];
+      for (int t = 0; t < TT; ++t)
+        acc[r][t] = vfmaq_n_f32(acc[r][t], vcvtq_f32_s32(dot[r][t]), scale);
     }
   }
-  return 0;
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t < TT; ++t)
+      job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
+          vaddvq_f32(acc[r][t]) * job->token_scales[t0 + t];
 }
+
+/* One task: a block of rows, 4 rows x 4 tokens at a time, then the last
+ * tokens one by one (decode: one token). */
+#define SPARK_TASK(name, block)                                                \
+  static int name(void *user_context, int task, uint8_t *closure) {           \
+    (void)user_context;                                                        \
+    const sdot_job *job = (const sdot_job *)closure;                           \
+    const int n0 = task * kRowsPerTask;                                        \
+    const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;   \
+    for (int n = n0; n < n1; n += 4) {                                         \
+      int t0 = 0;                                                              \
+      for (; t0 + 4 <= job->T; t0 += 4)                                        \
+        block(job, n, t0, 4);                                                  \
+      for (; t0 < job->T; ++t0)                                                \
+        block(job, n, t0, 1);                                                  \
+    }                                                                          \
+    return 0;                                                                  \
+  }
+
+SPARK_TASK(w8a8_task, w8a8_block)
+SPARK_TASK(w4a8_task, w4a8_block)
 
 /* Quantizes the inputs (w4a8: reordered per 32 elements), runs `task` over
  * blocks of rows, frees. */
