@@ -18,6 +18,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -272,12 +273,12 @@ public:
       sys::fs::remove_directories(previous);
     if (!quiet) {
       std::error_code ec;
-      std::string names;
+      std::vector<std::string> names;
       for (sys::fs::directory_iterator it(out, ec), end; it != end && !ec;
            it.increment(ec))
-        names += (names.empty() ? "" : ", ") +
-                 sys::path::filename(it->path()).str();
-      errs() << "wrote " << out << " (" << names << ")\n";
+        names.push_back(sys::path::filename(it->path()).str());
+      llvm::sort(names);
+      errs() << "wrote " << out << " (" << llvm::join(names, ", ") << ")\n";
     }
     return 0;
   }
