@@ -216,9 +216,10 @@ class EndToEnd(unittest.TestCase):
         self.assertGreaterEqual(snr, min_snr)
         return out, prompt
 
-    def int8_kernels_match_halide(self, out, prompt):
-        """The VNNI microkernels of an int8-input build against the Halide
-        kernels (the avx512 variant) of the same build, on the prompt."""
+    def int8_kernels_match_halide(self, out, prompt, floor=28.0):
+        """The avx512vnni variant's microkernels (vpdpbusd for int8 inputs, the
+        AVX-512 4-bit kernel for w4a16) against the Halide kernels (the
+        avx512 variant) of the same build, on the prompt."""
         dispatch = run_result([tool("spark-run"), out, "--prompt-ids", "1",
                                "--n-predict", "1", "--print-dispatch"])
         if "avx512vnni" not in dispatch.stderr and "avx512bf16" not in dispatch.stderr:
@@ -236,7 +237,7 @@ class EndToEnd(unittest.TestCase):
         # few codes in later layers, which this random model amplifies
         # (measured: w8a8 34.2 dB, w4a8 31.7 dB). A wrong kernel gives ~0 dB.
         print("VNNI vs Halide kernels: logits SNR %.1f dB" % between)
-        self.assertGreaterEqual(between, 28.0)
+        self.assertGreaterEqual(between, floor)
 
     def test_w8a16_build_of_mini(self):
         # int8 weights per output channel (head included, gate kept): measured
@@ -248,7 +249,9 @@ class EndToEnd(unittest.TestCase):
         # generated mini, locked here. The issue's floor (15 dB) is not met:
         # the random model amplifies weight noise by about 18 dB (int8 weights
         # at ~48 dB per weight give 30 dB logits; 4-bit at 23.7 dB gives 6.4).
-        self.snr_of_build(["--quant=w4a16"], "mini-w4a16", 5.0)
+        out, prompt = self.snr_of_build(["--quant=w4a16"], "mini-w4a16", 5.0)
+        # f32 inputs: no code flips, only summation order (measured 111 dB).
+        self.int8_kernels_match_halide(out, prompt, floor=80.0)
 
     def test_w8a8_build_of_mini(self):
         # int8 weights per channel, int8 activations per token (dynamic):

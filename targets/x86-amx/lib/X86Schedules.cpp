@@ -25,7 +25,8 @@ std::vector<TargetVariant> hostVariants() {
   // Cores with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4) take
   // vdpbf16ps for bf16 weights: one instruction per 32 weights.
   // Cores with AVX512_VNNI (Cascade Lake on) take vpdpbusd for the int8
-  // products of w8a8 and w4a8 builds: 64 byte pairs per instruction.
+  // products of w8a8 and w4a8 builds (64 byte pairs per instruction), and
+  // the AVX-512 4-bit kernel for w4a16.
   TargetVariant vnni = avx512;
   vnni.name = "avx512vnni";
   vnni.cpuCondition = avx512.cpuCondition + " && __builtin_cpu_supports(\"avx512vnni\")";
@@ -97,6 +98,9 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                        "int8_linear.c", vnniFlags};
   static const Microkernel vnniW4A8 = {"spark_vnni_linear_w4a8",
                                        "int8_linear.c", vnniFlags};
+  static const Microkernel avx512W4 = {"spark_avx512_linear_w4a16",
+                                       "w4_linear.c",
+                                       {"-mavx512f", "-mavx512bw", "-mf16c"}};
   const bool tiles = variant.matrixTiles && variant.matrixKernel == "tiles";
   // Whole 32-deep tiles, two 16-row A tiles per step.
   if (tiles && isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0)
@@ -113,6 +117,11 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
     return &vnniW8A8;
   if (variant.int8Dot && spec.isInt8Linear(true) && spec.out % 4 == 0)
     return &vnniW4A8;
+  // 4-bit asymmetric groups with f32 inputs (w4a16): AVX-512 FMAs on the
+  // widened nibbles, in the same variant.
+  if (variant.int8Dot && spec.kind == KernelKind::Linear && !spec.inputBits &&
+      spec.group == 128 && !spec.symmetricGroups && spec.out % 4 == 0)
+    return &avx512W4;
   return nullptr;
 }
 

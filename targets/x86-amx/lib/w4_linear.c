@@ -1,0 +1,147 @@
+/* w4_linear.c - AVX-512 kernel for 4-bit weights with f32 activations
+ * (w4a16 builds).
+ *
+ * Same interface as the Halide kernel:
+ *   (x f32 [K, T], w u8 [K/2, N] two 4-bit codes a byte, low nibble first,
+ *    scales f16 [K/128, N], zeros f16 [K/128, N], out f32 [N, T])
+ * with value = (code - zero) * scale per group of 128 along K. Each call
+ * reorders every token's inputs per group into the even-index values, then
+ * the odd-index ones (the low and high nibbles of the weight bytes), and
+ * sums each group. A group of one row is one 64-byte load; its nibbles are
+ * widened to f32 16 at a time and multiplied into a vector of partial
+ * sums, scaled by the group's scale with one FMA; the zero point comes off
+ * as scale * zero * (the group's input sum). 4 rows x up to 4 tokens at a
+ * time; blocks of rows are the parallel tasks.
+ * Needs K % 128 == 0 and N % 4 == 0. Compiled with -mavx512f -mavx512bw
+ * -mf16c; used by the avx512vnni variant (every AVX512_VNNI CPU). */
+#include "HalideRuntime.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+enum { kRowsPerTask = 64, kGroup = 128 };
+
+typedef struct w4_job {
+  const uint8_t *w;         /* [N][K/2] */
+  const uint16_t *scales;   /* f16 [N][K/128] */
+  const uint16_t *zeros;    /* f16 [N][K/128] */
+  const float *x;           /* [T][K], per group: 64 even, then 64 odd */
+  const float *sums;        /* [T][K/128] */
+  float *out;               /* [T][out_stride] */
+  int K, N, T, out_stride;
+} w4_job;
+
+#define SPARK_BLOCK static inline __attribute__((always_inline)) void
+
+/* 16 codes from 16 bytes' low (or high) nibbles, as f32. */
+static inline __m512 nibbles(__m128i bytes, int high) {
+  __m512i wide = _mm512_cvtepu8_epi32(bytes);
+  if (high)
+    wide = _mm512_srli_epi32(wide, 4);
+  return _mm512_cvtepi32_ps(_mm512_and_si512(wide, _mm512_set1_epi32(15)));
+}
+
+/* Rows n..n+3 times tokens t0..t0+TT-1 (TT constant after inlining). */
+SPARK_BLOCK w4_block(const w4_job *job, int n, int t0, const int TT) {
+  const int K = job->K, groups = K / kGroup;
+  __m512 acc[4][4];
+  float offset[4][4];
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t < TT; ++t) {
+      acc[r][t] = _mm512_setzero_ps();
+      offset[r][t] = 0.0f;
+    }
+  for (int g = 0; g < groups; ++g) {
+    __m512 dot[4][4];
+    for (int r = 0; r < 4; ++r)
+      for (int t = 0; t < TT; ++t)
+        dot[r][t] = _mm512_setzero_ps();
+    for (int q = 0; q < 4; ++q) { /* 16 bytes: 16 even + 16 odd codes */
+      __m512 even[4], odd[4];
+      for (int r = 0; r < 4; ++r) {
+        __m128i bytes = _mm_loadu_si128(
+            (const __m128i *)(job->w + (size_t)(n + r) * (K / 2) +
+                              (size_t)g * (kGroup / 2) + 16 * q));
+        even[r] = nibbles(bytes, 0);
+        odd[r] = nibbles(bytes, 1);
+      }
+      for (int t = 0; t < TT; ++t) {
+        const float *x = job->x + (size_t)(t0 + t) * K + (size_t)g * kGroup;
+        __m512 xe = _mm512_loadu_ps(x + 16 * q);
+        __m512 xo = _mm512_loadu_ps(x + kGroup / 2 + 16 * q);
+        for (int r = 0; r < 4; ++r)
+          dot[r][t] = _mm512_fmadd_ps(odd[r], xo,
+                                      _mm512_fmadd_ps(even[r], xe, dot[r][t]));
+      }
+    }
+    for (int r = 0; r < 4; ++r) {
+      const size_t at = (size_t)(n + r) * groups + g;
+      const float scale = _cvtsh_ss(job->scales[at]);
+      const float zero = _cvtsh_ss(job->zeros[at]);
+      for (int t = 0; t < TT; ++t) {
+        acc[r][t] = _mm512_fmadd_ps(dot[r][t], _mm512_set1_ps(scale), acc[r][t]);
+        offset[r][t] += scale * zero * job->sums[(size_t)(t0 + t) * groups + g];
+      }
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t < TT; ++t)
+      job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
+          _mm512_reduce_add_ps(acc[r][t]) - offset[r][t];
+}
+
+static int w4_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  const w4_job *job = (const w4_job *)closure;
+  const int n0 = task * kRowsPerTask;
+  const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
+  for (int n = n0; n < n1; n += 4) {
+    int t0 = 0;
+    for (; t0 + 4 <= job->T; t0 += 4)
+      w4_block(job, n, t0, 4);
+    for (; t0 < job->T; ++t0)
+      w4_block(job, n, t0, 1);
+  }
+  return 0;
+}
+
+int spark_avx512_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
+                              halide_buffer_t *scales, halide_buffer_t *zeros,
+                              halide_buffer_t *out) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  const int groups = K / kGroup, xs = x->dim[1].stride;
+  if (K % kGroup != 0 || N % 4 != 0 || w->dim[0].extent != K / 2 ||
+      w->dim[1].stride != K / 2 || scales->dim[0].extent != groups ||
+      scales->dim[1].stride != groups || zeros->dim[1].stride != groups ||
+      out->dim[0].extent != N || out->dim[1].extent != T)
+    return -1;
+  float *reordered = NULL, *sums = NULL;
+  if (posix_memalign((void **)&reordered, 64, sizeof(float) * (size_t)T * K) != 0)
+    return -1;
+  sums = (float *)malloc(sizeof(float) * (size_t)T * groups);
+  if (!sums) {
+    free(reordered);
+    return -1;
+  }
+  for (int t = 0; t < T; ++t)
+    for (int g = 0; g < groups; ++g) {
+      const float *from = (const float *)x->host + (size_t)t * xs + g * kGroup;
+      float *to = reordered + (size_t)t * K + g * kGroup;
+      float sum = 0.0f;
+      for (int i = 0; i < kGroup; ++i) {
+        to[(i % 2) * (kGroup / 2) + i / 2] = from[i];
+        sum += from[i];
+      }
+      sums[(size_t)t * groups + g] = sum;
+    }
+  w4_job job = {(const uint8_t *)w->host, (const uint16_t *)scales->host,
+                (const uint16_t *)zeros->host, reordered, sums,
+                (float *)out->host, K, N, T, out->dim[1].stride};
+  int rc = halide_do_par_for(NULL, w4_task, 0,
+                             (N + kRowsPerTask - 1) / kRowsPerTask,
+                             (uint8_t *)&job);
+  free(reordered);
+  free(sums);
+  return rc;
+}
