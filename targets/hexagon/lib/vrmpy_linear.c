@@ -7,9 +7,8 @@
  * Every vrmpy multiplies 128 signed byte pairs (weights straight from the
  * pack x input codes) and adds each group of 4 products into one of 32
  * int32 lanes; the lanes are summed once per row and token, and scaled by the
- * row's and the token's scales. 2 rows x 2 tokens are accumulated at a time
- * in registers (a single token repeats its input: the decode GEMV streams
- * two weight rows per step).
+ * row's and the token's scales. Prefill accumulates 2 rows x 2 tokens at a
+ * time in registers; decode (one token) streams 4 weight rows per step.
  * Needs K % 128 == 0. Compiled with -mhvx -mhvx-length=128B (v66). */
 #include "HalideRuntime.h"
 #include "quantize_row.h"
@@ -47,7 +46,27 @@ int spark_vrmpy_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
   const int8_t *wq = (const int8_t *)w->host;
   const float *row_scales = (const float *)scales->host;
   float *o = (float *)out->host;
-  for (int t0 = 0; t0 < T; t0 += 2) {
+  if (T == 1) {
+    /* Decode: four weight rows per step against the one token. */
+    for (int n = 0; n < N; n += 4) {
+      const int8_t *w0 = wq + (size_t)n * K;
+      const int8_t *w1 = n + 1 < N ? w0 + K : w0;
+      const int8_t *w2 = n + 2 < N ? w0 + 2 * (size_t)K : w0;
+      const int8_t *w3 = n + 3 < N ? w0 + 3 * (size_t)K : w0;
+      hvx_vector a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+      for (int k = 0; k < K; k += 128) {
+        hvx_vector xv = load(codes + k);
+        a0 = __builtin_HEXAGON_V6_vrmpybv_acc_128B(a0, load(w0 + k), xv);
+        a1 = __builtin_HEXAGON_V6_vrmpybv_acc_128B(a1, load(w1 + k), xv);
+        a2 = __builtin_HEXAGON_V6_vrmpybv_acc_128B(a2, load(w2 + k), xv);
+        a3 = __builtin_HEXAGON_V6_vrmpybv_acc_128B(a3, load(w3 + k), xv);
+      }
+      const hvx_vector sums[4] = {a0, a1, a2, a3};
+      for (int r = 0; r < 4 && n + r < N; ++r)
+        o[n + r] = (float)lanes_sum(sums[r]) * row_scales[n + r] * token_scales[0];
+    }
+  }
+  for (int t0 = 0; T > 1 && t0 < T; t0 += 2) {
     const int tokens = T - t0 < 2 ? T - t0 : 2;
     const int8_t *x0 = codes + (size_t)t0 * K;
     const int8_t *x1 = tokens == 2 ? x0 + K : x0;
