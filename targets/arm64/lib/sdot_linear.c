@@ -6,7 +6,7 @@
  *   w4a8: (x f32 [K, T], w u8 [K/2, N] two 4-bit codes a byte, low nibble
  *          first, scales f16 [K/128, N], out f32 [N, T])
  * Each call quantizes every input row to symmetric int8 codes with its own
- * scale, max |x| / 127 (quantize_row.h, the rule of the Halide kernels);
+ * scale, max |x| / 127 (microkernel_support.h, the rule of the Halide kernels);
  * every sdot multiplies 16 signed byte pairs into 4 int32 lanes.
  *   w8a8: weight rows straight from the pack times the input codes; exact
  *         int32 sums, scaled once per row and token.
@@ -21,7 +21,7 @@
  * Compiled with -march=armv8.2-a+dotprod; entered only when the kernel's
  * hwcaps report ASIMDDP. */
 #include "HalideRuntime.h"
-#include "quantize_row.h"
+#include "microkernel_support.h"
 
 #include <arm_neon.h>
 #include <stdint.h>
@@ -152,9 +152,7 @@ static int run_sdot(halide_buffer_t *x, sdot_job *job, int reorder,
 int spark_sdot_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (K % 16 != 0 || N % 4 != 0 || w->dim[0].extent != K ||
-      w->dim[1].stride != K || out->dim[0].extent != N ||
-      out->dim[1].extent != T)
+  if (!spark_linear_fits(x, w, out, 1, 16, 4))
     return -1;
   sdot_job job = {(const int8_t *)w->host, NULL, (const float *)scales->host,
                   NULL, NULL, NULL, (float *)out->host, K, N, T,
@@ -165,10 +163,8 @@ int spark_sdot_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
 int spark_sdot_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (K % kGroup != 0 || N % 4 != 0 || w->dim[0].extent != K / 2 ||
-      w->dim[1].stride != K / 2 || scales->dim[0].extent != K / kGroup ||
-      scales->dim[1].stride != K / kGroup || out->dim[0].extent != N ||
-      out->dim[1].extent != T)
+  if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
+      !spark_groups_fit(x, scales, kGroup))
     return -1;
   sdot_job job = {NULL, (const uint8_t *)w->host, NULL,
                   (const __fp16 *)scales->host, NULL, NULL,

@@ -3,7 +3,7 @@
  * Same interface as the Halide linear kernel with int8 inputs:
  *   (x f32 [K, T], w s8 [K, N], scales f32 [N], out f32 [N, T])
  * Each call quantizes every input row to symmetric int8 codes with its own
- * scale, max |x| / 127 (quantize_row.h, the rule of the Halide kernels).
+ * scale, max |x| / 127 (microkernel_support.h, the rule of the Halide kernels).
  * Every vrmpy multiplies 128 signed byte pairs (weights straight from the
  * pack x input codes) and adds each group of 4 products into one of 32
  * int32 lanes; the lanes are summed once per row and token, and scaled by the
@@ -11,7 +11,7 @@
  * time in registers; decode (one token) streams 4 weight rows per step.
  * Needs K % 128 == 0. Compiled with -mhvx -mhvx-length=128B (v66). */
 #include "HalideRuntime.h"
-#include "quantize_row.h"
+#include "microkernel_support.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,8 +35,7 @@ static inline int32_t lanes_sum(hvx_vector v) {
 int spark_vrmpy_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                             halide_buffer_t *scales, halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (K % 128 != 0 || w->dim[0].extent != K || w->dim[1].stride != K ||
-      out->dim[0].extent != N || out->dim[1].extent != T)
+  if (!spark_linear_fits(x, w, out, 1, 128, 1))
     return -1;
   const int os = out->dim[1].stride;
   int8_t *codes;

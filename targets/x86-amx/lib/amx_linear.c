@@ -17,7 +17,7 @@
  * Compiled with -mamx-tile -mamx-bf16 -mamx-int8; entered only after the
  * driver's CPUID and arch_prctl checks. */
 #include "HalideRuntime.h"
-#include "quantize_row.h"
+#include "microkernel_support.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -130,9 +130,7 @@ int spark_amx_linear_bf16(halide_buffer_t *x, halide_buffer_t *w,
 int spark_amx_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                           halide_buffer_t *scales, halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (K % 64 != 0 || N % 32 != 0 || w->dim[0].extent != K ||
-      w->dim[1].stride != K || out->dim[0].extent != N ||
-      out->dim[1].extent != T)
+  if (!spark_linear_fits(x, w, out, 1, 64, 32))
     return -1;
   const int TP = (T + 15) / 16 * 16;
   int8_t *codes, *packed = NULL;

@@ -20,7 +20,7 @@
  * CPUID reports AVX512_VNNI. */
 #include "HalideRuntime.h"
 
-#include "quantize_row.h"
+#include "microkernel_support.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -177,9 +177,7 @@ static int run_int8(halide_buffer_t *x, int8_job *job, int fourBit,
 int spark_vnni_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (K % 64 != 0 || N % 4 != 0 || w->dim[0].extent != K ||
-      w->dim[1].stride != K || out->dim[0].extent != N ||
-      out->dim[1].extent != T)
+  if (!spark_linear_fits(x, w, out, 1, 64, 4))
     return -1;
   int8_job job = {(const int8_t *)w->host, NULL, (const float *)scales->host,
                   NULL, NULL, NULL, NULL, (float *)out->host, K, N, T,
@@ -190,10 +188,8 @@ int spark_vnni_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
 int spark_vnni_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (K % kGroup != 0 || N % 4 != 0 || w->dim[0].extent != K / 2 ||
-      w->dim[1].stride != K / 2 || scales->dim[0].extent != K / kGroup ||
-      scales->dim[1].stride != K / kGroup || out->dim[0].extent != N ||
-      out->dim[1].extent != T)
+  if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
+      !spark_groups_fit(x, scales, kGroup))
     return -1;
   int8_job job = {NULL, (const uint8_t *)w->host, NULL,
                   (const uint16_t *)scales->host, NULL, NULL, NULL,

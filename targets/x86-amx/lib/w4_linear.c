@@ -15,6 +15,7 @@
  * Needs K % 128 == 0 and N % 4 == 0. Compiled with -mavx512f -mavx512bw
  * -mf16c; used by the avx512vnni variant (every AVX512_VNNI CPU). */
 #include "HalideRuntime.h"
+#include "microkernel_support.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -111,10 +112,8 @@ int spark_avx512_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
                               halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   const int groups = K / kGroup, xs = x->dim[1].stride;
-  if (K % kGroup != 0 || N % 4 != 0 || w->dim[0].extent != K / 2 ||
-      w->dim[1].stride != K / 2 || scales->dim[0].extent != groups ||
-      scales->dim[1].stride != groups || zeros->dim[1].stride != groups ||
-      out->dim[0].extent != N || out->dim[1].extent != T)
+  if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
+      !spark_groups_fit(x, scales, kGroup) || !spark_groups_fit(x, zeros, kGroup))
     return -1;
   float *reordered = NULL, *sums = NULL;
   if (posix_memalign((void **)&reordered, 64, sizeof(float) * (size_t)T * K) != 0)

@@ -1,14 +1,36 @@
-/* quantize_row.h - per-token int8 quantization shared by the int8-input
- * microkernels; the same rule as the Halide kernels (codegen/lib/Kernels.cpp):
- * scale = max |x| / 127, code = round-to-nearest-even(x * 127 / max |x|). */
-#ifndef SPARK_QUANTIZE_ROW_H
-#define SPARK_QUANTIZE_ROW_H
+/* microkernel_support.h - what the hand-written linear kernels of every
+ * target share: the shape rules of the Halide kernel interface they stand in
+ * for, and per-token int8 quantization with the same rule as the Halide
+ * kernels (codegen/lib/Kernels.cpp): scale = max |x| / 127, code =
+ * round-to-nearest-even(x * 127 / max |x|). */
+#ifndef SPARK_MICROKERNEL_SUPPORT_H
+#define SPARK_MICROKERNEL_SUPPORT_H
 
 #include "HalideRuntime.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+
+/* Whether a linear call's buffers fit a kernel: x f32 [K, T], w [K / pack, N]
+ * (pack 1: a byte per weight, 2: two 4-bit codes a byte) with dense rows,
+ * out f32 [N, T], K a multiple of k_multiple and N of n_multiple. */
+static inline int spark_linear_fits(const halide_buffer_t *x,
+                                    const halide_buffer_t *w,
+                                    const halide_buffer_t *out, int pack,
+                                    int k_multiple, int n_multiple) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  return K % k_multiple == 0 && N % n_multiple == 0 &&
+         w->dim[0].extent == K / pack && w->dim[1].stride == K / pack &&
+         out->dim[0].extent == N && out->dim[1].extent == T;
+}
+
+/* Whether per-group side tensors (scales, zeros: [K / group, N]) are dense. */
+static inline int spark_groups_fit(const halide_buffer_t *x,
+                                   const halide_buffer_t *side, int group) {
+  const int groups = x->dim[0].extent / group;
+  return side->dim[0].extent == groups && side->dim[1].stride == groups;
+}
 
 /* Writes the K codes of x; returns the row's scale. */
 static inline float spark_quantize_row(const float *x, int K, int8_t *codes) {
