@@ -70,7 +70,7 @@ std::string prototype(const Step &step) {
   std::string args;
   for (const Step::Arg &a : step.args)
     args += std::string(args.empty() ? "" : ", ") +
-            (a.scalar ? "int32_t" : "halide_buffer_t *");
+            (a.scalar ? a.type : std::string("halide_buffer_t *"));
   return args;
 }
 

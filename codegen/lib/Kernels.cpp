@@ -173,21 +173,28 @@ void buildLinear(KernelAlgorithm &k) {
   k.reduction = RDom(0, int(s.in), "r");
   RVar r = k.reduction.x;
   // The activations as the product reads them: f32, or (inputBits == 8)
-  // symmetric int8 codes with one scale per token, max |x| / 127.
+  // symmetric int8 codes: with one scale per token, max |x| / 127, or with
+  // the static, calibrated `input_scale` when that is positive.
   Expr input = x(r, k.y), inputScale = 1.0f;
+  Param<float> staticScale("input_scale");
   if (s.inputBits == 8) {
     k.innerReduction = RDom(0, int(s.in), "rx");
     Func range("input_range");
     range(k.y) = 0.0f;
     range(k.y) = max(range(k.y), abs(x(k.innerReduction.x, k.y)));
-    Expr inverse = select(range(k.y) > 0.0f, 127.0f / range(k.y), 0.0f);
+    Func tokenScale("input_scale_of_token");
+    tokenScale(k.y) = select(staticScale > 0.0f, staticScale,
+                             range(k.y) / 127.0f);
+    Expr inverse =
+        select(tokenScale(k.y) > 0.0f, 1.0f / tokenScale(k.y), 0.0f);
     Func codes("input_codes");
     codes(k.x, k.y) = cast<int8_t>(
         clamp(round(x(k.x, k.y) * inverse), -127.0f, 127.0f));
     k.inputRange = range;
+    k.inputScale = tokenScale;
     k.quantizedInput = codes;
     input = codes(r, k.y);
-    inputScale = range(k.y) / 127.0f;
+    inputScale = tokenScale(k.y);
   }
   // int8 weights times int8 codes: exact int32 sums.
   const bool integerDot = s.inputBits == 8 && s.weightType == DType::I8;
@@ -229,6 +236,8 @@ void buildLinear(KernelAlgorithm &k) {
     k.arguments.push_back(scales);
   if (s.group && !s.symmetricGroups)
     k.arguments.push_back(zeros);
+  if (s.inputBits == 8)
+    k.arguments.push_back(staticScale);
 }
 
 void buildLinearTiles(KernelAlgorithm &k) {

@@ -11,6 +11,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <array>
+#include <cstdio>
 #include <cmath>
 #include <map>
 
@@ -452,11 +453,19 @@ static Step::Arg viewArg(View v) {
   return a;
 }
 
-static Step::Arg scalarArg(std::string expr) {
+static Step::Arg scalarArg(std::string expr, std::string type = "int32_t") {
   Step::Arg a;
   a.scalar = true;
   a.expr = std::move(expr);
+  a.type = std::move(type);
   return a;
+}
+
+/// `value` as an exact C float literal (hexadecimal).
+static std::string floatLiteral(float value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%af", double(value));
+  return text;
 }
 
 llvm::Error Planner::lower(Operation *op) {
@@ -539,6 +548,11 @@ llvm::Error Planner::lower(Operation *op) {
       step.args.push_back(viewArg(weightView(scalesIndex.lookup(symbol.getValue()))));
     if (spec.weightType == DType::U8 && !spec.symmetricGroups)
       step.args.push_back(viewArg(weightView(zerosIndex.lookup(symbol.getValue()))));
+    if (spec.inputBits == 8) { // the static input scale, or 0: per token
+      auto scale = op->getAttrOfType<FloatAttr>("input_scale");
+      step.args.push_back(scalarArg(
+          floatLiteral(scale ? float(scale.getValueAsDouble()) : 0.0f), "float"));
+    }
     if (isa<LogitsOp>(op)) {
       step.headRows = true;
       storage[result] = {Storage::Kind::Logits, 0, 0, width(result)};

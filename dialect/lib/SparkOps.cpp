@@ -5,6 +5,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace spark;
 
@@ -170,18 +172,32 @@ LogicalResult RMSNormOp::verifySymbolUses(SymbolTableCollection &symbols) {
 
 /// Activation quantization is dynamic int8 per token: 8 bits, symmetric,
 /// no groups.
-static LogicalResult verifyInputQuant(Operation *op, QuantAttr quant) {
+static LogicalResult verifyInputQuant(Operation *op, QuantAttr quant,
+                                      FloatAttr range, FloatAttr scale) {
   if (quant && (quant.getBits() != 8 || !quant.getSymmetric() ||
                 quant.getGroupSize() != 0))
     return op->emitOpError()
            << "input_quant must be #spark.quant<bits = 8, group_size = 0, "
               "symmetric = true> (int8 per token), got "
            << quant;
+  for (auto [attr, name] : {std::pair{range, "input_range"},
+                            std::pair{scale, "input_scale"}}) {
+    if (!attr)
+      continue;
+    double value = attr.getValueAsDouble();
+    if (!std::isfinite(value) || value <= 0.0)
+      return op->emitOpError() << name << " must be a positive finite number, got "
+                               << value;
+  }
+  if (scale && !quant)
+    return op->emitOpError()
+           << "input_scale (a static int8 input scale) needs input_quant";
   return success();
 }
 
 LogicalResult LinearOp::verify() {
-  if (failed(verifyInputQuant(*this, getInputQuantAttr())))
+  if (failed(verifyInputQuant(*this, getInputQuantAttr(), getInputRangeAttr(),
+                              getInputScaleAttr())))
     return failure();
   return verifyRowsAgree(*this, getInput(), getResult(), "input and result");
 }
@@ -192,7 +208,8 @@ LogicalResult LinearOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 LogicalResult LogitsOp::verify() {
-  if (failed(verifyInputQuant(*this, getInputQuantAttr())))
+  if (failed(verifyInputQuant(*this, getInputQuantAttr(), getInputRangeAttr(),
+                              getInputScaleAttr())))
     return failure();
   return verifyRowsAgree(*this, getInput(), getResult(), "input and result");
 }

@@ -43,7 +43,7 @@ private:
   }
   Value linear(Location loc, Value input, const TensorView *w) {
     return LinearOp::create(builder, loc, activation(w->shape[0]), input,
-                            weight(w), QuantAttr());
+                            weight(w), QuantAttr(), FloatAttr(), FloatAttr());
   }
   Value rmsNorm(Location loc, Value input, const TensorView *w) {
     if (!options.decomposed)
@@ -235,7 +235,8 @@ OwningOpRef<ModuleOp> ModuleBuilder::build() {
   Value normed = rmsNorm(headLoc, h, &ckpt.finalNorm());
   Value logits = LogitsOp::create(builder, headLoc,
                                   activation(config.vocabSize), normed,
-                                  weight(&ckpt.outputHead()), QuantAttr());
+                                  weight(&ckpt.outputHead()), QuantAttr(),
+                                  FloatAttr(), FloatAttr());
   SmallVector<Value> returned = {logits};
   returned.append(caches);
   func::ReturnOp::create(builder, unknown, returned);

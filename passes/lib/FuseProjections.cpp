@@ -67,7 +67,9 @@ struct FuseProjections : spark::impl::SparkFuseProjectionsBase<FuseProjections> 
                                   builder.getF32Type());
         Value fused = LinearOp::create(
             builder, first.getLoc(), resultType, input,
-            FlatSymbolRefAttr::get(stacked.getSymNameAttr()), QuantAttr());
+            FlatSymbolRefAttr::get(stacked.getSymNameAttr()),
+            first.getInputQuantAttr(), first.getInputRangeAttr(),
+            first.getInputScaleAttr()); // one input: the same range
         SmallVector<Type> pieceTypes;
         for (LinearOp linear : linears)
           pieceTypes.push_back(linear.getResult().getType());

@@ -3,6 +3,7 @@
 #include "spark/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace spark {
 #define GEN_PASS_DEF_SPARKQUANTIZEWEIGHTS
@@ -24,6 +25,17 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
     if (scheme != "w8a16" && scheme != "w8a8" && !fourBitScheme) {
       module.emitError() << "spark-quantize-weights: unknown scheme '" << scheme
                          << "'; expected w8a16, w8a8, w4a16 or w4a8";
+      return signalPassFailure();
+    }
+    if (activations != "dynamic" && activations != "static") {
+      module.emitError() << "spark-quantize-weights: unknown activations '"
+                         << activations << "'; expected dynamic or static";
+      return signalPassFailure();
+    }
+    if (activations == "static" && !int8Inputs) {
+      module.emitError() << "spark-quantize-weights: activations=static applies "
+                            "to int8 activations (w8a8, w4a8), not "
+                         << scheme;
       return signalPassFailure();
     }
     SymbolTable symbols(module);
@@ -62,16 +74,66 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
     // quantized per token at run time.
     if (!int8Inputs)
       return;
-    module.walk([&](Operation *op) {
+    // Static: one calibrated scale per op, never a made-up one.
+    const bool staticScales = activations == "static";
+    WalkResult walked = module.walk([&](Operation *op) {
       if (!isa<LinearOp, LogitsOp>(op))
-        return;
+        return WalkResult::advance();
       auto symbol = isa<LinearOp>(op) ? cast<LinearOp>(op).getWeightAttr()
                                       : cast<LogitsOp>(op).getHeadAttr();
       auto weight = symbols.lookup<WeightOp>(symbol.getValue());
-      if (weight && weights.contains(weight))
-        op->setAttr("input_quant", int8);
+      if (!weight || !weights.contains(weight))
+        return WalkResult::advance();
+      op->setAttr("input_quant", int8);
+      if (!staticScales)
+        return WalkResult::advance();
+      auto range = op->getAttrOfType<FloatAttr>("input_range");
+      if (!range) {
+        op->emitOpError() << "reading " << symbol
+                          << " has no calibrated input_range; static int8 "
+                             "activations need the ranges of a calibration "
+                             "run (spark-compile --calib FILE)";
+        return WalkResult::interrupt();
+      }
+      op->setAttr("input_scale",
+                  FloatAttr::get(Float32Type::get(context),
+                                 float(range.getValueAsDouble() / 127.0)));
+      return WalkResult::advance();
     });
+    if (walked.wasInterrupted())
+      signalPassFailure();
   }
 };
 
 } // namespace
+
+llvm::Error spark::attachInputRanges(ModuleOp module,
+                                     const llvm::StringMap<float> &ranges) {
+  llvm::StringSet<> used;
+  std::string missing;
+  module.walk([&](Operation *op) {
+    if (!isa<LinearOp, LogitsOp>(op))
+      return;
+    auto symbol = isa<LinearOp>(op) ? cast<LinearOp>(op).getWeightAttr()
+                                    : cast<LogitsOp>(op).getHeadAttr();
+    auto it = ranges.find(symbol.getValue());
+    if (it == ranges.end()) {
+      if (missing.empty())
+        missing = symbol.getValue().str();
+      return;
+    }
+    used.insert(it->first());
+    op->setAttr("input_range",
+                FloatAttr::get(Float32Type::get(op->getContext()), it->second));
+  });
+  if (!missing.empty())
+    return llvm::createStringError(
+        "no calibrated range for the input of the product with " + missing +
+        " (the ranges come from a different model or build)");
+  for (const auto &entry : ranges)
+    if (!used.contains(entry.first()))
+      return llvm::createStringError(
+          "a calibrated range names " + entry.first().str() +
+          ", which no product of this model reads");
+  return llvm::Error::success();
+}

@@ -131,11 +131,11 @@ SPARK_TASK(w4a8_task, w4a8_block)
 
 /* Quantizes the inputs (w4a8: reordered per 32 elements), runs `task` over
  * blocks of rows, frees. */
-static int run_sdot(halide_buffer_t *x, sdot_job *job, int reorder,
-                    int (*task)(void *, int, uint8_t *)) {
+static int run_sdot(halide_buffer_t *x, float input_scale, sdot_job *job,
+                    int reorder, int (*task)(void *, int, uint8_t *)) {
   int8_t *codes;
   float *token_scales;
-  if (spark_quantize_rows(x, &codes, &token_scales) != 0)
+  if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
     return -1;
   for (int t = 0; reorder && t < job->T; ++t)
     spark_split_even_odd(codes + (size_t)t * job->K, job->K, 32);
@@ -150,18 +150,20 @@ static int run_sdot(halide_buffer_t *x, sdot_job *job, int reorder,
 }
 
 int spark_sdot_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
-                           halide_buffer_t *scales, halide_buffer_t *out) {
+                           halide_buffer_t *scales, float input_scale,
+                           halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (!spark_linear_fits(x, w, out, 1, 16, 4))
     return -1;
   sdot_job job = {(const int8_t *)w->host, NULL, (const float *)scales->host,
                   NULL, NULL, NULL, (float *)out->host, K, N, T,
                   out->dim[1].stride};
-  return run_sdot(x, &job, 0, w8a8_task);
+  return run_sdot(x, input_scale, &job, 0, w8a8_task);
 }
 
 int spark_sdot_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
-                           halide_buffer_t *scales, halide_buffer_t *out) {
+                           halide_buffer_t *scales, float input_scale,
+                           halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
       !spark_groups_fit(x, scales, kGroup))
@@ -169,5 +171,5 @@ int spark_sdot_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
   sdot_job job = {NULL, (const uint8_t *)w->host, NULL,
                   (const __fp16 *)scales->host, NULL, NULL,
                   (float *)out->host, K, N, T, out->dim[1].stride};
-  return run_sdot(x, &job, 1, w4a8_task);
+  return run_sdot(x, input_scale, &job, 1, w4a8_task);
 }

@@ -127,10 +127,11 @@ void scheduleAttention(KernelAlgorithm &k, int lanes) {
                                                    TailStrategy::GuardWithIf);
 }
 
-/// Int8 inputs: each token's max |x| and codes, once per call, before the
-/// product's parallel loop reads them.
+/// Int8 inputs: each token's max |x|, scale and codes, once per call, before
+/// the product's parallel loop reads them.
 void scheduleInputQuantization(KernelAlgorithm &k, int lanes) {
   k.inputRange.compute_root();
+  k.inputScale.compute_root();
   if (Func partial = vectorizeSum(k.inputRange, k.innerReduction, k.spec.in,
                                   lanes);
       partial.defined())

@@ -1,8 +1,8 @@
 /* microkernel_support.h - what the hand-written linear kernels of every
  * target share: the shape rules of the Halide kernel interface they stand in
- * for, and per-token int8 quantization with the same rule as the Halide
- * kernels (codegen/lib/Kernels.cpp): scale = max |x| / 127, code =
- * round-to-nearest-even(x * 127 / max |x|). */
+ * for, and int8 input quantization with the same rule as the Halide kernels
+ * (codegen/lib/Kernels.cpp): scale = the static input_scale, or per token
+ * max |x| / 127; code = clamp(round-to-nearest-even(x / scale), -127, 127). */
 #ifndef SPARK_MICROKERNEL_SUPPORT_H
 #define SPARK_MICROKERNEL_SUPPORT_H
 
@@ -32,23 +32,30 @@ static inline int spark_groups_fit(const halide_buffer_t *x,
   return side->dim[0].extent == groups && side->dim[1].stride == groups;
 }
 
-/* Writes the K codes of x; returns the row's scale. */
-static inline float spark_quantize_row(const float *x, int K, int8_t *codes) {
-  float largest = 0.0f;
-  for (int k = 0; k < K; ++k)
-    largest = fmaxf(largest, fabsf(x[k]));
-  const float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+/* Writes the K codes of x with `scale` (> 0: a static, calibrated scale), or
+ * else with the row's own, max |x| / 127; returns the scale used. */
+static inline float spark_quantize_row(const float *x, int K, float scale,
+                                       int8_t *codes) {
+  if (!(scale > 0.0f)) {
+    float largest = 0.0f;
+    for (int k = 0; k < K; ++k)
+      largest = fmaxf(largest, fabsf(x[k]));
+    scale = largest / 127.0f;
+  }
+  const float inverse = scale > 0.0f ? 1.0f / scale : 0.0f;
   for (int k = 0; k < K; ++k) {
     float q = nearbyintf(x[k] * inverse);
     codes[k] = (int8_t)(q < -127.0f ? -127.0f : q > 127.0f ? 127.0f : q);
   }
-  return largest / 127.0f;
+  return scale;
 }
 
 /* Quantizes the T rows of x (f32 [K, T], any row stride) into *codes
- * ([T][K], 128-byte aligned) and *scales ([T]). Returns 0, or -1 with
- * nothing allocated. Free both with free(). */
-static inline int spark_quantize_rows(const halide_buffer_t *x, int8_t **codes,
+ * ([T][K], 128-byte aligned) and *scales ([T]), with the kernel's
+ * input_scale argument (> 0: static; otherwise per token). Returns 0, or -1
+ * with nothing allocated. Free both with free(). */
+static inline int spark_quantize_rows(const halide_buffer_t *x,
+                                      float input_scale, int8_t **codes,
                                       float **scales) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
   *codes = NULL;
@@ -61,8 +68,9 @@ static inline int spark_quantize_rows(const halide_buffer_t *x, int8_t **codes,
     return -1;
   }
   for (int t = 0; t < T; ++t)
-    (*scales)[t] = spark_quantize_row((const float *)x->host + (size_t)t * xs,
-                                      K, *codes + (size_t)t * K);
+    (*scales)[t] =
+        spark_quantize_row((const float *)x->host + (size_t)t * xs, K,
+                           input_scale, *codes + (size_t)t * K);
   return 0;
 }
 

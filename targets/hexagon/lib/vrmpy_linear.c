@@ -33,14 +33,15 @@ static inline int32_t lanes_sum(hvx_vector v) {
 }
 
 int spark_vrmpy_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
-                            halide_buffer_t *scales, halide_buffer_t *out) {
+                            halide_buffer_t *scales, float input_scale,
+                            halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (!spark_linear_fits(x, w, out, 1, 128, 1))
     return -1;
   const int os = out->dim[1].stride;
   int8_t *codes;
   float *token_scales;
-  if (spark_quantize_rows(x, &codes, &token_scales) != 0)
+  if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
     return -1;
   const int8_t *wq = (const int8_t *)w->host;
   const float *row_scales = (const float *)scales->host;

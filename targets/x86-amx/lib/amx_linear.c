@@ -128,14 +128,15 @@ int spark_amx_linear_bf16(halide_buffer_t *x, halide_buffer_t *w,
 }
 
 int spark_amx_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
-                          halide_buffer_t *scales, halide_buffer_t *out) {
+                          halide_buffer_t *scales, float input_scale,
+                          halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (!spark_linear_fits(x, w, out, 1, 64, 32))
     return -1;
   const int TP = (T + 15) / 16 * 16;
   int8_t *codes, *packed = NULL;
   float *token_scales;
-  if (spark_quantize_rows(x, &codes, &token_scales) != 0)
+  if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
     return -1;
   if (posix_memalign((void **)&packed, 64, (size_t)K * TP) != 0) {
     free(codes);

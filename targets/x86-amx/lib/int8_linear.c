@@ -133,12 +133,12 @@ static int w4a8_task(void *user_context, int task, uint8_t *closure) {
 
 /* Quantizes the inputs into the layout `task` reads, runs it over blocks of
  * rows, frees. */
-static int run_int8(halide_buffer_t *x, int8_job *job, int fourBit,
-                    int (*task)(void *, int, uint8_t *)) {
+static int run_int8(halide_buffer_t *x, float input_scale, int8_job *job,
+                    int fourBit, int (*task)(void *, int, uint8_t *)) {
   const int K = job->K, T = job->T, groups = K / kGroup;
   int8_t *codes;
   float *token_scales;
-  if (spark_quantize_rows(x, &codes, &token_scales) != 0)
+  if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
     return -1;
   int32_t *group_sums =
       (int32_t *)calloc((size_t)T * (groups > 0 ? groups : 1), sizeof(int32_t));
@@ -175,18 +175,20 @@ static int run_int8(halide_buffer_t *x, int8_job *job, int fourBit,
 }
 
 int spark_vnni_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
-                           halide_buffer_t *scales, halide_buffer_t *out) {
+                           halide_buffer_t *scales, float input_scale,
+                           halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (!spark_linear_fits(x, w, out, 1, 64, 4))
     return -1;
   int8_job job = {(const int8_t *)w->host, NULL, (const float *)scales->host,
                   NULL, NULL, NULL, NULL, (float *)out->host, K, N, T,
                   out->dim[1].stride};
-  return run_int8(x, &job, 0, w8a8_task);
+  return run_int8(x, input_scale, &job, 0, w8a8_task);
 }
 
 int spark_vnni_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
-                           halide_buffer_t *scales, halide_buffer_t *out) {
+                           halide_buffer_t *scales, float input_scale,
+                           halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
       !spark_groups_fit(x, scales, kGroup))
@@ -194,5 +196,5 @@ int spark_vnni_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
   int8_job job = {NULL, (const uint8_t *)w->host, NULL,
                   (const uint16_t *)scales->host, NULL, NULL, NULL,
                   (float *)out->host, K, N, T, out->dim[1].stride};
-  return run_int8(x, &job, 1, w4a8_task);
+  return run_int8(x, input_scale, &job, 1, w4a8_task);
 }

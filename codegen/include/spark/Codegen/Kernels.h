@@ -89,7 +89,9 @@ struct KernelAlgorithm {
   Halide::Func sumSquares;             // RMSNorm
   Halide::Func accumulator; // Linear: the dot products; Mean: the sum
   Halide::Func packedInput; // Linear with matrix tiles: bf16 pairs [2, n, K/2]
-  Halide::Func inputRange, quantizedInput; // Linear, int8 inputs: max |x|, codes
+  // Linear, int8 inputs: max |x|, the scale of each token (static or
+  // max |x| / 127), the codes.
+  Halide::Func inputRange, inputScale, quantizedInput;
   Halide::Func scores, maxScore, denominator, keys, values, weights,
       accumulated, keyPositions; // Attention
   Halide::RDom reduction;      // the main reduction of the kind

@@ -100,6 +100,7 @@ struct Step {
   struct Arg {
     bool scalar = false;
     std::string expr; // C expression of a scalar argument
+    std::string type = "int32_t"; // C type of a scalar argument
     View view;
   };
   std::vector<Arg> args; // in the kernel's argument order, output last

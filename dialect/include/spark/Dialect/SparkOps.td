@@ -173,10 +173,19 @@ def Spark_LinearOp : Spark_WeightUserOp<"linear"> {
     true>`, what `spark-quantize-weights` sets for w8a8 and w4a8), each input
     row is quantized at run time to symmetric int8 codes with its own scale
     (max |x| / 127) and the product accumulates the integer codes in int32:
-    dynamic per-token activation quantization.
+    dynamic per-token activation quantization. With `input_scale` as well,
+    every input row uses that one scale instead (static, calibrated
+    quantization: code = clamp(round(x / input_scale), -127, 127)).
+
+    `input_range` is the largest |x| the compiler's fp32 build of the model
+    saw in this op's input on the calibration tokens (`--calib`):
+    `spark-quantize-weights{activations=static}` derives `input_scale` from
+    it (input_range / 127).
   }];
   let arguments = (ins Spark_Activation:$input, FlatSymbolRefAttr:$weight,
-                       OptionalAttr<Spark_QuantAttr>:$input_quant);
+                       OptionalAttr<Spark_QuantAttr>:$input_quant,
+                       OptionalAttr<F32Attr>:$input_range,
+                       OptionalAttr<F32Attr>:$input_scale);
   let results = (outs Spark_Activation:$result);
   let assemblyFormat = "$input `weight` $weight attr-dict `:` type($input) "
                        "`->` type($result)";
@@ -188,10 +197,13 @@ def Spark_LogitsOp : Spark_WeightUserOp<"logits"> {
   let description = [{
     The output head, apart from `spark.linear` because it is the largest
     matrix and may be tied to the embedding table (`head` then names the
-    embedding weight). `input_quant`: as for `spark.linear`.
+    embedding weight). `input_quant`, `input_range`, `input_scale`: as for
+    `spark.linear`.
   }];
   let arguments = (ins Spark_Activation:$input, FlatSymbolRefAttr:$head,
-                       OptionalAttr<Spark_QuantAttr>:$input_quant);
+                       OptionalAttr<Spark_QuantAttr>:$input_quant,
+                       OptionalAttr<F32Attr>:$input_range,
+                       OptionalAttr<F32Attr>:$input_scale);
   let results = (outs Spark_Activation:$result);
   let assemblyFormat = "$input `head` $head attr-dict `:` type($input) `->` "
                        "type($result)";

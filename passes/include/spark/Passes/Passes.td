@@ -105,6 +105,11 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
     quantized weight gets `input_quant` (int8 activations per token). A
     matrix whose rows are not whole groups of 128 stays int8.
 
+    `activations=static` (w8a8, w4a8): each such op also gets `input_scale`
+    = `input_range` / 127, one calibrated scale for all its input rows. The
+    ranges come from calibration (`spark-compile --calib`); an op without
+    `input_range` is an error, never a guessed range.
+
     ```mlir
     spark.weight @w : tensor<64x16xbf16>
     // becomes
@@ -113,7 +118,10 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"scheme", "scheme", "std::string", /*default=*/"\"w8a16\"",
-           "Quantization scheme: w8a16, w8a8, w4a16 or w4a8">
+           "Quantization scheme: w8a16, w8a8, w4a16 or w4a8">,
+    Option<"activations", "activations", "std::string", /*default=*/"\"dynamic\"",
+           "int8 input scales (w8a8, w4a8): dynamic (per token, at run "
+           "time) or static (from each op's calibrated input_range)">
   ];
   let dependentDialects = ["spark::SparkDialect"];
 }
