@@ -152,6 +152,13 @@ public:
     os << formatv("    halide_buffer_t b[{0}];\n    halide_dimension_t "
                   "d[{0}][4];\n",
                   step.args.size());
+    if (step.probeInput >= 0) { // calibration builds: the product's input
+      const View &v = step.args.front().view;
+      os << formatv("    if (layer_probe)\n      layer_probe(layer_probe_user, "
+                    "{0}, {1}, {2}, A + {3} + {4} + (size_t)({5}) * {6}, {6});\n",
+                    step.probeInput, rows, plan.kernels[step.kernel].in,
+                    plan.arena[v.index].offset, v.column, first, v.rowStride);
+    }
     if (step.decodeKernel >= 0) {
       // Matrix kernels: the GEMV for one row; the blocked GEMM for more, on
       // a multiple of kPrefillRowMultiple rows (arena values have room).
@@ -424,6 +431,8 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
     files.push_back(name);
   if (plan.options.executable)
     files.push_back("spark-run");
+  if (plan.options.calibrated)
+    files.push_back("calibration.json");
   json::Array kernels, caches, tensors;
   for (const KernelSpec &k : plan.kernels)
     kernels.push_back(k.name());
@@ -465,8 +474,18 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
       {"pack_bytes", packBytes},
       {"pack_tensors", plan.tensors.size()},
       {"variants", std::move(variantNames)},
+      {"activations", plan.options.quant == "w8a8" || plan.options.quant == "w4a8"
+                          ? plan.options.activations
+                          : std::string("f32")},
       {"files", std::move(files)},
       {"reproduce", commandLine}};
+  if (plan.options.probeInputs) {
+    json::Array names;
+    for (const std::string &name : plan.inputProbes)
+      names.push_back(name);
+    // Probe ids num_layers + i: the input of the product reading names[i].
+    manifest["input_probes"] = std::move(names);
+  }
   return formatv("{0:2}", json::Value(std::move(manifest))).str() + "\n";
 }
 

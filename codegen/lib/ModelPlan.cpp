@@ -548,6 +548,11 @@ llvm::Error Planner::lower(Operation *op) {
       step.args.push_back(viewArg(weightView(scalesIndex.lookup(symbol.getValue()))));
     if (spec.weightType == DType::U8 && !spec.symmetricGroups)
       step.args.push_back(viewArg(weightView(zerosIndex.lookup(symbol.getValue()))));
+    if (options.probeInputs) {
+      step.probeInput =
+          int(plan.config.numLayers + int64_t(plan.inputProbes.size()));
+      plan.inputProbes.push_back(symbol.getValue().str());
+    }
     if (spec.inputBits == 8) { // the static input scale, or 0: per token
       auto scale = op->getAttrOfType<FloatAttr>("input_scale");
       step.args.push_back(scalarArg(

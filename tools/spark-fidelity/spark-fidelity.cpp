@@ -13,6 +13,14 @@
 // counts the tokens generated identically before the first difference.
 // Prints a table and writes the numbers as JSON (default OUT/fidelity.json).
 //
+// spark-fidelity BUILD --calib FILE --ranges-out PATH [--threads T]
+//
+// Calibration: BUILD is a build with input probes (what spark-compile
+// --calib makes of the checkpoint in fp32); runs every sequence through it
+// and writes, for each probed product input (a JSON array by probe id -
+// num_layers), the largest |x| it saw and the clipping range that gives the
+// least int8 quantization error over those values.
+//
 //===----------------------------------------------------------------------===//
 #include "ModelLoader.h"
 
@@ -29,7 +37,8 @@ namespace {
 const char *kUsage =
     "usage: spark-fidelity OUT --reference REF_OUT --calib FILE\n"
     "                      [--n-predict N] [--threads T] [--chunk C]\n"
-    "                      [--json PATH] [--quiet]\n";
+    "                      [--json PATH] [--quiet]\n"
+    "       spark-fidelity BUILD --calib FILE --ranges-out PATH [--threads T]\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "spark-fidelity: error: %s\n", message.c_str());
@@ -82,6 +91,93 @@ void probe(void *user, int32_t layer, int32_t rows, int32_t width,
                              &saved[size_t(r) * width], width);
 }
 
+/// Calibration: per probed product input, the largest |x| and a histogram
+/// of |x| in bins of 1/32 octave, from which the clipping range with the
+/// least int8 quantization error is chosen.
+struct InputHistogram {
+  static constexpr int kBinsPerOctave = 32, kLowestOctave = -40,
+                       kOctaves = 80, kBins = kBinsPerOctave * kOctaves;
+  double largest = 0;
+  std::vector<double> count, sum, sumSquares; // per bin, of |x|
+  InputHistogram() : count(kBins), sum(kBins), sumSquares(kBins) {}
+
+  static double lowerEdge(int bin) {
+    return std::exp2(double(bin) / kBinsPerOctave + kLowestOctave);
+  }
+  void add(float value) {
+    double a = std::fabs(double(value));
+    largest = std::max(largest, a);
+    if (a == 0)
+      return; // exact at any scale
+    int bin = int(std::floor((std::log2(a) - kLowestOctave) * kBinsPerOctave));
+    bin = std::clamp(bin, 0, kBins - 1);
+    count[bin] += 1;
+    sum[bin] += a;
+    sumSquares[bin] += a * a;
+  }
+  /// Squared error of symmetric int8 codes with scale clip / 127: values
+  /// inside round to the grid (step^2 / 12 each; those under half a step
+  /// become 0, error x^2), values outside are clipped to +-clip.
+  double error(double clip) const {
+    const double step = clip / 127.0;
+    double total = 0;
+    for (int b = 0; b < kBins; ++b) {
+      if (count[b] == 0)
+        continue;
+      double lower = lowerEdge(b), upper = lowerEdge(b + 1);
+      if (lower >= clip) // (|x| - clip)^2 summed
+        total += sumSquares[b] - 2 * clip * sum[b] + count[b] * clip * clip;
+      else if (upper <= step / 2)
+        total += sumSquares[b];
+      else
+        total += count[b] * step * step / 12.0;
+    }
+    return total;
+  }
+  /// The clipping range with the least error: the largest |x| or a bin edge
+  /// below it, down to 1/64 of it.
+  double bestClip() const {
+    if (largest == 0)
+      return 0;
+    double best = largest, bestError = error(largest);
+    int top = int(std::floor((std::log2(largest) - kLowestOctave) * kBinsPerOctave));
+    for (int b = top; b > top - 6 * kBinsPerOctave && b > 0; --b) {
+      double clip = lowerEdge(b);
+      if (clip >= largest)
+        continue;
+      double e = error(clip);
+      if (e < bestError) {
+        bestError = e;
+        best = clip;
+      }
+    }
+    return best;
+  }
+};
+
+struct RangeState {
+  int32_t layers = 0;
+  std::vector<InputHistogram> inputs; // by probe id - layers
+  std::vector<bool> seen;
+};
+
+void rangeProbe(void *user, int32_t id, int32_t rows, int32_t width,
+                const float *data, int32_t rowStride) {
+  auto *state = static_cast<RangeState *>(user);
+  if (id < state->layers)
+    return; // a layer output
+  size_t index = size_t(id - state->layers);
+  if (index >= state->inputs.size()) {
+    state->inputs.resize(index + 1);
+    state->seen.resize(index + 1);
+  }
+  state->seen[index] = true;
+  InputHistogram &h = state->inputs[index];
+  for (int32_t r = 0; r < rows; ++r)
+    for (int32_t c = 0; c < width; ++c)
+      h.add(data[size_t(r) * rowStride + c]);
+}
+
 struct Run {
   spark::LoadedModel loaded;
   spark_session *session = nullptr;
@@ -119,6 +215,75 @@ std::vector<int32_t> generate(Run &run, int32_t count) {
   return ids;
 }
 
+/// Writes `text` to `path` through a temporary name.
+std::string writeFile(const std::string &path, const std::string &text) {
+  std::string temporary = path + ".partial";
+  FILE *f = std::fopen(temporary.c_str(), "w");
+  if (!f)
+    return temporary + ": " + std::strerror(errno);
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    return path + ": cannot write";
+  }
+  return "";
+}
+
+/// --ranges-out: runs the sequences through one build with input probes.
+int calibrate(Run &run, const std::string &build, const std::string &calib,
+              const std::string &path, bool quiet) {
+  std::vector<std::vector<int32_t>> sequences;
+  if (std::string e = spark::readTokenSequences(calib, run.info.vocab_size,
+                                                run.info.max_context, sequences);
+      !e.empty())
+    return fail(e);
+  RangeState state;
+  state.layers = run.info.num_layers;
+  spark_model_set_layer_probe(run.loaded.model, rangeProbe, &state);
+  const int32_t chunk = run.info.max_chunk;
+  // Every row's logits, so that the head's input is seen at every position.
+  std::vector<float> logits(size_t(chunk) * run.info.vocab_size);
+  long long tokens = 0;
+  for (size_t s = 0; s < sequences.size(); ++s) {
+    const std::vector<int32_t> &ids = sequences[s];
+    spark_session_reset(run.session);
+    for (size_t at = 0; at < ids.size(); at += chunk) {
+      int32_t n = int32_t(std::min<size_t>(chunk, ids.size() - at));
+      if (spark_session_eval(run.session, &ids[at], n, n, logits.data()) !=
+          SPARK_OK)
+        return fail(build + ": failed on calibration sequence " +
+                    std::to_string(s + 1));
+    }
+    tokens += ids.size();
+  }
+  spark_model_set_layer_probe(run.loaded.model, nullptr, nullptr);
+  if (state.inputs.empty())
+    return fail(build + ": no product input was probed; expected a build "
+                        "with input probes (made by spark-compile --calib)");
+  std::string text = "[\n";
+  for (size_t i = 0; i < state.inputs.size(); ++i) {
+    char entry[128];
+    if (!state.seen[i])
+      std::snprintf(entry, sizeof(entry), "  null%s\n",
+                    i + 1 < state.inputs.size() ? "," : "");
+    else
+      std::snprintf(entry, sizeof(entry), "  {\"max\": %.9g, \"clip\": %.9g}%s\n",
+                    state.inputs[i].largest, state.inputs[i].bestClip(),
+                    i + 1 < state.inputs.size() ? "," : "");
+    text += entry;
+  }
+  text += "]\n";
+  if (std::string e = writeFile(path, text); !e.empty())
+    return fail(e);
+  if (!quiet)
+    std::fprintf(stderr,
+                 "spark-fidelity: %zu product inputs over %lld tokens in %zu "
+                 "sequences -> %s\n",
+                 state.inputs.size(), tokens, sequences.size(), path.c_str());
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -126,7 +291,7 @@ int main(int argc, char **argv) {
                         {{"reference", true}, {"calib", true},
                          {"n-predict", true}, {"threads", true},
                          {"chunk", true}, {"json", true}, {"quiet", false},
-                         {"help", false}});
+                         {"ranges-out", true}, {"help", false}});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -139,6 +304,16 @@ int main(int argc, char **argv) {
   if (args.positional().size() != 1)
     return fail(std::string("expected one output folder (the build to "
                             "check)\n") + kUsage);
+  if (args.has("ranges-out")) {
+    if (!args.has("calib") || args.has("reference"))
+      return fail(std::string("--ranges-out takes one build and --calib, no "
+                              "--reference\n") + kUsage);
+    Run run;
+    if (std::string e = open(run, args.positional()[0], int(threads)); !e.empty())
+      return fail(e);
+    return calibrate(run, args.positional()[0], args.get("calib", ""),
+                     args.get("ranges-out", ""), args.has("quiet"));
+  }
   if (!args.has("reference") || !args.has("calib"))
     return fail(std::string("--reference and --calib are required\n") + kUsage);
   if (nPredict < 0 || threads < 0 || chunkOption < 0)

@@ -34,6 +34,11 @@ struct BuildOptions {
   std::string amxKernel = "tiles"; // --target=spr: "tiles" or "halide"
   std::string quant = "none";      // --quant
   bool executable = false;         // --emit=exe: also a static spark-run
+  std::string activations = "dynamic"; // int8 input scales: dynamic, static
+  /// Calibration builds: the layer probe also sees every matrix product's
+  /// input (probe ids num_layers + i, ModelPlan::inputProbes[i]).
+  bool probeInputs = false;
+  bool calibrated = false; // --calib: OUT/calibration.json is written
 };
 
 /// One tensor of the weight pack.
@@ -106,6 +111,7 @@ struct Step {
   std::vector<Arg> args; // in the kernel's argument order, output last
   bool headRows = false; // runs on the rows whose logits are wanted
   int probeLayer = -1;    // its output is decoder layer probeLayer's output
+  int probeInput = -1;    // probe id of its input (BuildOptions::probeInputs)
   // CacheWrite: copy each row of `source` into its cache slot.
   int cache = -1;
   View source;
@@ -123,6 +129,9 @@ struct ModelPlan {
   std::vector<PackTensor> tensors;
   std::vector<CacheSpec> caches;
   std::vector<Step> steps;
+  /// With BuildOptions::probeInputs: the weight each probed product reads,
+  /// by probe id - num_layers.
+  std::vector<std::string> inputProbes;
   std::vector<ArenaValue> arena;
   int64_t arenaFloats = 0;
   uint64_t configHash = 0, abiHash = 0;
