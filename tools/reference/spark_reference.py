@@ -178,8 +178,13 @@ class Model:
         positions = np.arange(start, start + n)
         h = self.embedding[tokens]
         group = self.H // self.KV
-        for L, layer_cache in zip(self.layers, cache):
+        # observe(layer, role, x): the inputs of the matrix products, for
+        # calibration checks (roles attn_in, attn_out, mlp_in, mlp_mid;
+        # head_in with layer None).
+        see = getattr(self, "observe", None) or (lambda layer, role, x: None)
+        for i, (L, layer_cache) in enumerate(zip(self.layers, cache)):
             x = self.rmsnorm(h, L.input_norm)
+            see(i, "attn_in", x)
             q = (x @ L.wq.T).reshape(n, self.H, self.hd)
             k = (x @ L.wk.T).reshape(n, self.KV, self.hd)
             v = (x @ L.wv.T).reshape(n, self.KV, self.hd)
@@ -205,12 +210,17 @@ class Model:
             if L.wg is not None:
                 g = 1.0 / (1.0 + np.exp(-(x @ L.wg.T)))
                 o *= g[:, :, None]
+            see(i, "attn_out", o.reshape(n, self.H * self.hd))
             h = h + o.reshape(n, self.H * self.hd) @ L.wo.T
             x2 = self.rmsnorm(h, L.post_norm)
+            see(i, "mlp_in", x2)
             z = x2 @ L.wgate.T
             gelu = 0.5 * z * (1.0 + _erf(z / math.sqrt(2.0)))
+            see(i, "mlp_mid", gelu * (x2 @ L.wup.T))
             h = h + (gelu * (x2 @ L.wup.T)) @ L.wdown.T
-        return self.rmsnorm(h, self.final_norm) @ self.head.T
+        final = self.rmsnorm(h, self.final_norm)
+        see(None, "head_in", final)
+        return final @ self.head.T
 
     def logits(self, tokens):
         """Logits of every position of tokens, evaluated in one chunk."""

@@ -152,6 +152,33 @@ func.func @f(%x: tensor<4x16xf32>) -> tensor<4x32xf32> {
 // -----
 
 spark.weight @w : tensor<32x16xf32>
+func.func @f(%x: tensor<4x16xf32>) -> tensor<4x32xf32> {
+  // expected-error @+1 {{input_scale (a static int8 input scale) needs input_quant}}
+  %y = spark.linear %x weight @w {input_scale = 0.5 : f32} : tensor<4x16xf32> -> tensor<4x32xf32>
+  return %y : tensor<4x32xf32>
+}
+
+// -----
+
+spark.weight @w : tensor<32x16xf32>
+func.func @f(%x: tensor<4x16xf32>) -> tensor<4x32xf32> {
+  // expected-error @+1 {{input_range must be a positive finite number, got -2}}
+  %y = spark.linear %x weight @w {input_range = -2.0 : f32} : tensor<4x16xf32> -> tensor<4x32xf32>
+  return %y : tensor<4x32xf32>
+}
+
+// -----
+
+spark.weight @head : tensor<32x16xf32>
+func.func @f(%x: tensor<4x16xf32>) -> tensor<4x32xf32> {
+  // expected-error @+1 {{input_scale must be a positive finite number, got 0}}
+  %y = spark.logits %x head @head {input_quant = #spark.quant<bits = 8, group_size = 0, symmetric = true>, input_scale = 0.0 : f32} : tensor<4x16xf32> -> tensor<4x32xf32>
+  return %y : tensor<4x32xf32>
+}
+
+// -----
+
+spark.weight @w : tensor<32x16xf32>
 func.func @f(%x: tensor<4x16xf32>) -> tensor<32xf32> {
   // expected-error @+1 {{input and result must have the same rank (2 vs 1)}}
   %y = spark.linear %x weight @w : tensor<4x16xf32> -> tensor<32xf32>

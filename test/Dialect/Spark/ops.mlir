@@ -48,6 +48,8 @@ func.func @linear(%x: tensor<?x16xf32>) -> tensor<?x64xf32> {
   %y = spark.linear %x weight @qkv : tensor<?x16xf32> -> tensor<?x64xf32>
   // CHECK: spark.linear %[[X]] weight @qkv {input_quant = #spark.quant<bits = 8, group_size = 0, symmetric = true>} : tensor<?x16xf32> -> tensor<?x64xf32>
   %z = spark.linear %x weight @qkv {input_quant = #spark.quant<bits = 8, group_size = 0, symmetric = true>} : tensor<?x16xf32> -> tensor<?x64xf32>
+  // CHECK: spark.linear %[[X]] weight @qkv {input_quant = #spark.quant<bits = 8, group_size = 0, symmetric = true>, input_range = 3.175000e+00 : f32, input_scale = 2.500000e-02 : f32} : tensor<?x16xf32> -> tensor<?x64xf32>
+  %zs = spark.linear %x weight @qkv {input_quant = #spark.quant<bits = 8, group_size = 0, symmetric = true>, input_range = 3.175 : f32, input_scale = 0.025 : f32} : tensor<?x16xf32> -> tensor<?x64xf32>
   %s = spark.add %y, %z : tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x64xf32>
   return %s : tensor<?x64xf32>
 }
