@@ -474,9 +474,11 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
       {"pack_bytes", packBytes},
       {"pack_tensors", plan.tensors.size()},
       {"variants", std::move(variantNames)},
-      {"activations", plan.options.quant == "w8a8" || plan.options.quant == "w4a8"
-                          ? plan.options.activations
-                          : std::string("f32")},
+      // Into the quantized products: dynamic / static int8, or f32 / bf16 /
+      // f16 (what --activations chose); f32 without quantization.
+      {"activations", plan.options.quant == "none" || plan.options.activations.empty()
+                          ? std::string("f32")
+                          : plan.options.activations},
       {"files", std::move(files)},
       {"reproduce", commandLine}};
   if (plan.options.probeInputs) {

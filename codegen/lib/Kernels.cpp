@@ -54,7 +54,9 @@ std::string KernelSpec::name() const {
     break;
   case KernelKind::Linear:
     os << "linear_k" << in << "_n" << out << "_" << weightSuffix(*this)
-       << (inputBits ? "_a" + std::to_string(inputBits) : "") << phaseSuffix();
+       << (inputBits ? "_a" + std::to_string(inputBits) : "")
+       << (inputType != DType::F32 ? "_x" + typeSuffix(inputType) : "")
+       << phaseSuffix();
     break;
   case KernelKind::Rope:
     os << "rope_h" << heads << "_hd" << headDim << "_rd" << rotaryDim << "_p"
@@ -195,6 +197,12 @@ void buildLinear(KernelAlgorithm &k) {
     k.quantizedInput = codes;
     input = codes(r, k.y);
     inputScale = tokenScale(k.y);
+  } else if (s.inputType != DType::F32) {
+    // 16-bit activations: each value rounded to bf16 / f16 once per call.
+    Func rounded("input_16bit");
+    rounded(k.x, k.y) = cast(halideType(s.inputType), x(k.x, k.y));
+    k.roundedInput = rounded;
+    input = cast<float>(rounded(r, k.y));
   }
   // int8 weights times int8 codes: exact int32 sums.
   const bool integerDot = s.inputBits == 8 && s.weightType == DType::I8;

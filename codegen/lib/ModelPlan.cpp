@@ -539,6 +539,8 @@ llvm::Error Planner::lower(Operation *op) {
     spec.symmetricGroups = plan.tensors[w].symmetricGroups;
     if (auto inputQuant = op->getAttrOfType<QuantAttr>("input_quant"))
       spec.inputBits = inputQuant.getBits();
+    if (auto inputType = op->getAttrOfType<TypeAttr>("input_type"))
+      spec.inputType = inputType.getValue().isBF16() ? DType::BF16 : DType::F16;
     spec.phase = Phase::Prefill;
     step.kernel = kernel(spec);
     spec.phase = Phase::Decode;

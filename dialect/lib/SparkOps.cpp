@@ -173,7 +173,16 @@ LogicalResult RMSNormOp::verifySymbolUses(SymbolTableCollection &symbols) {
 /// Activation quantization is dynamic int8 per token: 8 bits, symmetric,
 /// no groups.
 static LogicalResult verifyInputQuant(Operation *op, QuantAttr quant,
-                                      FloatAttr range, FloatAttr scale) {
+                                      FloatAttr range, FloatAttr scale,
+                                      TypeAttr type) {
+  if (type && !type.getValue().isBF16() && !type.getValue().isF16())
+    return op->emitOpError() << "input_type must be bf16 or f16 (16-bit "
+                                "activations), got "
+                             << type.getValue();
+  if (type && quant)
+    return op->emitOpError()
+           << "has both input_quant (int8 inputs) and input_type (16-bit "
+              "inputs); expected one";
   if (quant && (quant.getBits() != 8 || !quant.getSymmetric() ||
                 quant.getGroupSize() != 0))
     return op->emitOpError()
@@ -197,7 +206,7 @@ static LogicalResult verifyInputQuant(Operation *op, QuantAttr quant,
 
 LogicalResult LinearOp::verify() {
   if (failed(verifyInputQuant(*this, getInputQuantAttr(), getInputRangeAttr(),
-                              getInputScaleAttr())))
+                              getInputScaleAttr(), getInputTypeAttr())))
     return failure();
   return verifyRowsAgree(*this, getInput(), getResult(), "input and result");
 }
@@ -209,7 +218,7 @@ LogicalResult LinearOp::verifySymbolUses(SymbolTableCollection &symbols) {
 
 LogicalResult LogitsOp::verify() {
   if (failed(verifyInputQuant(*this, getInputQuantAttr(), getInputRangeAttr(),
-                              getInputScaleAttr())))
+                              getInputScaleAttr(), getInputTypeAttr())))
     return failure();
   return verifyRowsAgree(*this, getInput(), getResult(), "input and result");
 }

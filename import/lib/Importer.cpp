@@ -43,7 +43,8 @@ private:
   }
   Value linear(Location loc, Value input, const TensorView *w) {
     return LinearOp::create(builder, loc, activation(w->shape[0]), input,
-                            weight(w), QuantAttr(), FloatAttr(), FloatAttr());
+                            weight(w), QuantAttr(), FloatAttr(), FloatAttr(),
+                            TypeAttr());
   }
   Value rmsNorm(Location loc, Value input, const TensorView *w) {
     if (!options.decomposed)
@@ -236,7 +237,7 @@ OwningOpRef<ModuleOp> ModuleBuilder::build() {
   Value logits = LogitsOp::create(builder, headLoc,
                                   activation(config.vocabSize), normed,
                                   weight(&ckpt.outputHead()), QuantAttr(),
-                                  FloatAttr(), FloatAttr());
+                                  FloatAttr(), FloatAttr(), TypeAttr());
   SmallVector<Value> returned = {logits};
   returned.append(caches);
   func::ReturnOp::create(builder, unknown, returned);

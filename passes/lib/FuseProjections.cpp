@@ -69,7 +69,8 @@ struct FuseProjections : spark::impl::SparkFuseProjectionsBase<FuseProjections> 
             builder, first.getLoc(), resultType, input,
             FlatSymbolRefAttr::get(stacked.getSymNameAttr()),
             first.getInputQuantAttr(), first.getInputRangeAttr(),
-            first.getInputScaleAttr()); // one input: the same range
+            first.getInputScaleAttr(),
+            first.getInputTypeAttr()); // one input: the same range
         SmallVector<Type> pieceTypes;
         for (LinearOp linear : linears)
           pieceTypes.push_back(linear.getResult().getType());

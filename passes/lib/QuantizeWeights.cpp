@@ -27,15 +27,18 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
                          << "'; expected w8a16, w8a8, w4a16 or w4a8";
       return signalPassFailure();
     }
-    if (activations != "dynamic" && activations != "static") {
-      module.emitError() << "spark-quantize-weights: unknown activations '"
-                         << activations << "'; expected dynamic or static";
-      return signalPassFailure();
-    }
-    if (activations == "static" && !int8Inputs) {
-      module.emitError() << "spark-quantize-weights: activations=static applies "
-                            "to int8 activations (w8a8, w4a8), not "
-                         << scheme;
+    // int8-input schemes: dynamic or static scales; 16-bit ones: the type.
+    std::string inputs = activations.empty()
+                             ? std::string(int8Inputs ? "dynamic" : "f32")
+                             : std::string(activations);
+    const bool known = int8Inputs
+                           ? inputs == "dynamic" || inputs == "static"
+                           : inputs == "f32" || inputs == "bf16" || inputs == "f16";
+    if (!known) {
+      module.emitError() << "spark-quantize-weights: activations '" << inputs
+                         << "' does not apply to " << scheme << "; expected "
+                         << (int8Inputs ? "dynamic or static"
+                                        : "f32, bf16 or f16");
       return signalPassFailure();
     }
     SymbolTable symbols(module);
@@ -70,12 +73,28 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
           type.getShape(), IntegerType::get(context, fourBit ? 4 : 8)));
       weight.setQuantAttr(fourBit ? int4 : int8);
     }
-    // w8a8 / w4a8: every product with a quantized weight takes int8 inputs,
-    // quantized per token at run time.
-    if (!int8Inputs)
+    // w8a16 / w4a16 with 16-bit inputs: every product with a quantized
+    // weight rounds its inputs to the type.
+    if (!int8Inputs) {
+      if (inputs == "f32")
+        return;
+      Type type = inputs == "bf16" ? Type(BFloat16Type::get(context))
+                                   : Type(Float16Type::get(context));
+      module.walk([&](Operation *op) {
+        if (!isa<LinearOp, LogitsOp>(op))
+          return;
+        auto symbol = isa<LinearOp>(op) ? cast<LinearOp>(op).getWeightAttr()
+                                        : cast<LogitsOp>(op).getHeadAttr();
+        auto weight = symbols.lookup<WeightOp>(symbol.getValue());
+        if (weight && weights.contains(weight))
+          op->setAttr("input_type", TypeAttr::get(type));
+      });
       return;
+    }
+    // w8a8 / w4a8: every product with a quantized weight takes int8 inputs,
+    // quantized per token at run time (or with a static, calibrated scale).
     // Static: one calibrated scale per op, never a made-up one.
-    const bool staticScales = activations == "static";
+    const bool staticScales = inputs == "static";
     WalkResult walked = module.walk([&](Operation *op) {
       if (!isa<LinearOp, LogitsOp>(op))
         return WalkResult::advance();

@@ -8,8 +8,8 @@ func.func @f() {
 // RUN: not spark-opt %s --spark-quantize-weights="scheme=w8a16 activations=static" 2>&1 | FileCheck %s --check-prefix=A16
 // RUN: not spark-opt %s --spark-quantize-weights="scheme=w8a8 activations=fixed" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // NORANGE: error: 'spark.linear' op reading @w has no calibrated input_range; static int8 activations need the ranges of a calibration run (spark-compile --calib FILE)
-// A16: spark-quantize-weights: activations=static applies to int8 activations (w8a8, w4a8), not w8a16
-// UNKNOWN: spark-quantize-weights: unknown activations 'fixed'; expected dynamic or static
+// A16: spark-quantize-weights: activations 'static' does not apply to w8a16; expected f32, bf16 or f16
+// UNKNOWN: spark-quantize-weights: activations 'fixed' does not apply to w8a8; expected dynamic or static
 spark.weight @w : tensor<32x256xbf16>
 func.func @g(%x: tensor<?x256xf32>) -> tensor<?x32xf32> {
   %y = spark.linear %x weight @w : tensor<?x256xf32> -> tensor<?x32xf32>

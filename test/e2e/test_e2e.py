@@ -242,8 +242,9 @@ class EndToEnd(unittest.TestCase):
         self.assertGreaterEqual(between, floor)
 
     def test_w8a16_build_of_mini(self):
-        # int8 weights per output channel (head included, gate kept): measured
-        # 30.0 dB; the floor is 28 dB.
+        # int8 weights per output channel (head included, gate kept), bf16
+        # activations (the x86 default): measured 29.5 dB (30.0 with f32
+        # activations); the floor is 28 dB.
         self.snr_of_build(["--quant=w8a16"], "mini-w8a16", 28.0)
 
     def test_w4a16_build_of_mini(self):
@@ -252,8 +253,10 @@ class EndToEnd(unittest.TestCase):
         # the random model amplifies weight noise by about 18 dB (int8 weights
         # at ~48 dB per weight give 30 dB logits; 4-bit at 23.7 dB gives 6.4).
         out, prompt = self.snr_of_build(["--quant=w4a16"], "mini-w4a16", 5.0)
-        # f32 inputs: no code flips, only summation order (measured 111 dB).
-        self.int8_kernels_match_halide(out, prompt, floor=80.0)
+        # bf16 inputs on both sides; summation-order differences upstream
+        # flip the rounding of a few inputs, which the model amplifies:
+        # measured 44.0 dB (f16 inputs 60.8 dB, f32 inputs 111 dB).
+        self.int8_kernels_match_halide(out, prompt, floor=35.0)
 
     def test_w8a8_build_of_mini(self):
         # int8 weights per channel, int8 activations per token (dynamic):

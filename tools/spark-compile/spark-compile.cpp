@@ -139,10 +139,11 @@ cl::opt<std::string> calibRanges(
 
 cl::opt<std::string> activations(
     "activations",
-    cl::desc("int8 activations of w8a8 / w4a8: dynamic (a scale per token at "
-             "run time, default) or static (one calibrated scale per "
-             "product, for kernels that need fixed ranges; needs --calib or "
-             "--calib-ranges)"),
+    cl::desc("Inputs of the quantized matrix products. w8a8 / w4a8: dynamic "
+             "(an int8 scale per token at run time, default) or static (one "
+             "calibrated scale per product; needs --calib or --calib-ranges). "
+             "w8a16 / w4a16: bf16 (default on x86), f16 (default on arm64 "
+             "and hexagon) or f32"),
     cl::init(""), cl::cat(category));
 
 cl::opt<bool> probeInputs(
@@ -736,17 +737,24 @@ int main(int argc, char **argv) {
     return fail("--calib and --calib-ranges apply to --emit=opt and later: "
                 "the ranges name the products after fusion");
   const bool int8Activations = quant == "w8a8" || quant == "w4a8";
-  // Dynamic by default, also when calibrated: per-token scales cost one pass
-  // over the input and are more faithful than one calibrated scale per
-  // product (mini, w8a8: 22.5 dB dynamic, 17.2 dB static).
-  if (activations.empty())
-    activations = "dynamic";
-  if (activations != "dynamic" && activations != "static")
-    return fail("--activations=" + activations +
-                " is not known; expected dynamic or static");
-  if (activations == "static" && !int8Activations)
-    return fail("--activations=static applies to the int8 activations of "
-                "--quant=w8a8 or w4a8, not --quant=" + quant);
+  if (quant == "none" && !activations.empty())
+    return fail("--activations applies to --quant=w8a16, w4a16 (f32, bf16, "
+                "f16) and w8a8, w4a8 (dynamic, static)");
+  // int8 activations: dynamic by default, also when calibrated: per-token
+  // scales cost one pass over the input and are more faithful than one
+  // calibrated scale per product (mini, w8a8: 22.5 dB dynamic, 16.2 dB
+  // static). 16-bit activations: bf16 on x86, f16 on arm64 and Hexagon.
+  if (activations.empty() && quant != "none")
+    activations = int8Activations                        ? "dynamic"
+                  : target == "host" || target == "spr" ? "bf16"
+                                                         : "f16";
+  if (int8Activations && activations != "dynamic" && activations != "static")
+    return fail("--activations=" + activations + " does not apply to --quant=" +
+                quant + "; expected dynamic or static (int8 activations)");
+  if ((quant == "w8a16" || quant == "w4a16") && activations != "f32" &&
+      activations != "bf16" && activations != "f16")
+    return fail("--activations=" + activations + " does not apply to --quant=" +
+                quant + "; expected f32, bf16 or f16 (16-bit activations)");
   if (activations == "static" && !calibrated)
     return fail("--activations=static needs calibrated activation ranges: "
                 "give --calib FILE (token ids, one sequence per line) or "

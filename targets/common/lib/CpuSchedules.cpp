@@ -145,6 +145,9 @@ void scheduleInputQuantization(KernelAlgorithm &k, int lanes) {
 void scheduleCpuKernel(KernelAlgorithm &k, int lanes) {
   if (k.quantizedInput.defined())
     scheduleInputQuantization(k, lanes);
+  if (k.roundedInput.defined()) // 16-bit inputs, once per call
+    k.roundedInput.compute_root().vectorize(k.x, lanes,
+                                            TailStrategy::GuardWithIf);
   switch (k.spec.kind) {
   case KernelKind::Embed:
   case KernelKind::Rope:

@@ -74,6 +74,18 @@ static inline int spark_quantize_rows(const halide_buffer_t *x,
   return 0;
 }
 
+/* x rounded to bfloat16 (to nearest, ties to even), as f32: what the Halide
+ * kernels' cast to bfloat16 gives. NaN and infinity pass unchanged. */
+static inline float spark_round_bf16(float x) {
+  union {
+    float f;
+    uint32_t u;
+  } v = {x};
+  if ((v.u & 0x7f800000u) != 0x7f800000u)
+    v.u = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) & 0xffff0000u;
+  return v.f;
+}
+
 /* Reorders each `span` consecutive codes of row[0, K) into the even-index
  * codes, then the odd-index ones: the order of the low and high nibbles of
  * span / 2 bytes of packed 4-bit weights. span <= 128. */

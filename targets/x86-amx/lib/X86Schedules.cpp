@@ -98,9 +98,14 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                        "int8_linear.c", vnniFlags};
   static const Microkernel vnniW4A8 = {"spark_vnni_linear_w4a8",
                                        "int8_linear.c", vnniFlags};
+  static const std::vector<const char *> w4Flags = {"-mavx512f", "-mavx512bw",
+                                                    "-mf16c"};
   static const Microkernel avx512W4 = {"spark_avx512_linear_w4a16",
-                                       "w4_linear.c",
-                                       {"-mavx512f", "-mavx512bw", "-mf16c"}};
+                                       "w4_linear.c", w4Flags};
+  static const Microkernel avx512W4BF16 = {"spark_avx512_linear_w4a16_xbf16",
+                                           "w4_linear.c", w4Flags};
+  static const Microkernel avx512W4F16 = {"spark_avx512_linear_w4a16_xf16",
+                                          "w4_linear.c", w4Flags};
   const bool tiles = variant.matrixTiles && variant.matrixKernel == "tiles";
   // Whole 32-deep tiles, two 16-row A tiles per step.
   if (tiles && isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0)
@@ -117,11 +122,13 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
     return &vnniW8A8;
   if (variant.int8Dot && spec.isInt8Linear(true) && spec.out % 4 == 0)
     return &vnniW4A8;
-  // 4-bit asymmetric groups with f32 inputs (w4a16): AVX-512 FMAs on the
-  // widened nibbles, in the same variant.
+  // 4-bit asymmetric groups with f32, bf16 or f16 inputs (w4a16): AVX-512
+  // FMAs on the widened nibbles, in the same variant.
   if (variant.int8Dot && spec.kind == KernelKind::Linear && !spec.inputBits &&
       spec.group == 128 && !spec.symmetricGroups && spec.out % 4 == 0)
-    return &avx512W4;
+    return spec.inputType == DType::BF16  ? &avx512W4BF16
+           : spec.inputType == DType::F16 ? &avx512W4F16
+                                          : &avx512W4;
   return nullptr;
 }
 

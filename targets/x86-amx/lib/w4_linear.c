@@ -1,5 +1,5 @@
-/* w4_linear.c - AVX-512 kernel for 4-bit weights with f32 activations
- * (w4a16 builds).
+/* w4_linear.c - AVX-512 kernel for 4-bit weights with f32, bf16 or f16
+ * activations (w4a16 builds; the 16-bit ones are rounded on the way in).
  *
  * Same interface as the Halide kernel:
  *   (x f32 [K, T], w u8 [K/2, N] two 4-bit codes a byte, low nibble first,
@@ -107,9 +107,20 @@ static int w4_task(void *user_context, int task, uint8_t *closure) {
   return 0;
 }
 
-int spark_avx512_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
-                              halide_buffer_t *scales, halide_buffer_t *zeros,
-                              halide_buffer_t *out) {
+/* How the inputs are rounded before the product: the build's 16-bit
+ * activation type (--activations), as the Halide kernel rounds them. */
+enum { kF32Inputs, kBF16Inputs, kF16Inputs };
+
+static inline float round_input(float v, int rounding) {
+  if (rounding == kBF16Inputs)
+    return spark_round_bf16(v);
+  if (rounding == kF16Inputs)
+    return _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
+  return v;
+}
+
+static int w4a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
+                 halide_buffer_t *zeros, halide_buffer_t *out, int rounding) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   const int groups = K / kGroup, xs = x->dim[1].stride;
   if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
@@ -129,8 +140,9 @@ int spark_avx512_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
       float *to = reordered + (size_t)t * K + g * kGroup;
       float sum = 0.0f;
       for (int i = 0; i < kGroup; ++i) {
-        to[(i % 2) * (kGroup / 2) + i / 2] = from[i];
-        sum += from[i];
+        const float v = round_input(from[i], rounding);
+        to[(i % 2) * (kGroup / 2) + i / 2] = v;
+        sum += v;
       }
       sums[(size_t)t * groups + g] = sum;
     }
@@ -143,4 +155,23 @@ int spark_avx512_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
   free(reordered);
   free(sums);
   return rc;
+}
+
+int spark_avx512_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
+                              halide_buffer_t *scales, halide_buffer_t *zeros,
+                              halide_buffer_t *out) {
+  return w4a16(x, w, scales, zeros, out, kF32Inputs);
+}
+
+int spark_avx512_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
+                                    halide_buffer_t *scales,
+                                    halide_buffer_t *zeros,
+                                    halide_buffer_t *out) {
+  return w4a16(x, w, scales, zeros, out, kBF16Inputs);
+}
+
+int spark_avx512_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
+                                   halide_buffer_t *scales,
+                                   halide_buffer_t *zeros, halide_buffer_t *out) {
+  return w4a16(x, w, scales, zeros, out, kF16Inputs);
 }

@@ -619,3 +619,22 @@ spark.weight @ab : tensor<24x16xf32> {parts = [@a, @a]}
 spark.weight @a : tensor<16xf32>
 // expected-error @+1 {{a weight made of parts must be 2-D}}
 spark.weight @ab : tensor<32xf32> {parts = [@a, @a]}
+
+// -----
+
+spark.weight @w : tensor<32x16xf32>
+func.func @f(%x: tensor<4x16xf32>) -> tensor<4x32xf32> {
+  // expected-error @+1 {{input_type must be bf16 or f16 (16-bit activations), got 'i8'}}
+  %y = spark.linear %x weight @w {input_type = i8} : tensor<4x16xf32> -> tensor<4x32xf32>
+  return %y : tensor<4x32xf32>
+}
+
+// -----
+
+spark.weight @w : tensor<32x16xf32>
+func.func @f(%x: tensor<4x16xf32>) -> tensor<4x32xf32> {
+  // expected-error @+1 {{has both input_quant (int8 inputs) and input_type (16-bit inputs); expected one}}
+  %y = spark.linear %x weight @w {input_quant = #spark.quant<bits = 8, group_size = 0, symmetric = true>, input_type = bf16} : tensor<4x16xf32> -> tensor<4x32xf32>
+  return %y : tensor<4x32xf32>
+}
+

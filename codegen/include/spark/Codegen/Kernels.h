@@ -54,6 +54,7 @@ struct KernelSpec {
   int64_t group = 0;  // Linear/Embed with 4-bit weights (U8 bytes): group size
   bool symmetricGroups = false; // 4-bit: (code - 8) * scale, no zeros input
   int64_t inputBits = 0; // Linear: 8 = inputs quantized to int8 per token
+  DType inputType = DType::F32; // Linear: BF16 / F16 = inputs rounded to it
   bool ring = false;  // Attention: ring cache
   bool gated = false; // Attention: sigmoid head gate in the epilogue
   // Binary / Unary: the operation (Pow: `parameter` is the exponent). A
@@ -92,6 +93,7 @@ struct KernelAlgorithm {
   // Linear, int8 inputs: max |x|, the scale of each token (static or
   // max |x| / 127), the codes.
   Halide::Func inputRange, inputScale, quantizedInput;
+  Halide::Func roundedInput; // Linear, 16-bit inputs: x in bf16 / f16
   Halide::Func scores, maxScore, denominator, keys, values, weights,
       accumulated, keyPositions; // Attention
   Halide::RDom reduction;      // the main reduction of the kind

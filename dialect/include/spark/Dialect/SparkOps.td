@@ -177,15 +177,21 @@ def Spark_LinearOp : Spark_WeightUserOp<"linear"> {
     every input row uses that one scale instead (static, calibrated
     quantization: code = clamp(round(x / input_scale), -127, 127)).
 
-    `input_range` is the largest |x| the compiler's fp32 build of the model
-    saw in this op's input on the calibration tokens (`--calib`):
+    `input_range` is the calibrated range of this op's input: the clipping
+    range with the least int8 error over the values the compiler's fp32
+    build saw on the calibration tokens (`--calib`).
     `spark-quantize-weights{activations=static}` derives `input_scale` from
     it (input_range / 127).
+
+    With `input_type` (bf16 or f16; the 16-bit-activation schemes w8a16 and
+    w4a16), each input value is rounded to that type (to nearest, ties to
+    even) before the product, which accumulates in f32.
   }];
   let arguments = (ins Spark_Activation:$input, FlatSymbolRefAttr:$weight,
                        OptionalAttr<Spark_QuantAttr>:$input_quant,
                        OptionalAttr<F32Attr>:$input_range,
-                       OptionalAttr<F32Attr>:$input_scale);
+                       OptionalAttr<F32Attr>:$input_scale,
+                       OptionalAttr<TypeAttr>:$input_type);
   let results = (outs Spark_Activation:$result);
   let assemblyFormat = "$input `weight` $weight attr-dict `:` type($input) "
                        "`->` type($result)";
@@ -197,13 +203,14 @@ def Spark_LogitsOp : Spark_WeightUserOp<"logits"> {
   let description = [{
     The output head, apart from `spark.linear` because it is the largest
     matrix and may be tied to the embedding table (`head` then names the
-    embedding weight). `input_quant`, `input_range`, `input_scale`: as for
-    `spark.linear`.
+    embedding weight). `input_quant`, `input_range`, `input_scale`,
+    `input_type`: as for `spark.linear`.
   }];
   let arguments = (ins Spark_Activation:$input, FlatSymbolRefAttr:$head,
                        OptionalAttr<Spark_QuantAttr>:$input_quant,
                        OptionalAttr<F32Attr>:$input_range,
-                       OptionalAttr<F32Attr>:$input_scale);
+                       OptionalAttr<F32Attr>:$input_scale,
+                       OptionalAttr<TypeAttr>:$input_type);
   let results = (outs Spark_Activation:$result);
   let assemblyFormat = "$input `head` $head attr-dict `:` type($input) `->` "
                        "type($result)";

@@ -105,6 +105,10 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
     quantized weight gets `input_quant` (int8 activations per token). A
     matrix whose rows are not whole groups of 128 stays int8.
 
+    `activations=bf16` or `f16` (w8a16, w4a16): each such op gets
+    `input_type`, its inputs rounded to that 16-bit type; `f32` (the
+    default for these schemes) keeps f32 inputs.
+
     `activations=static` (w8a8, w4a8): each such op also gets `input_scale`
     = `input_range` / 127, one calibrated scale for all its input rows. The
     ranges come from calibration (`spark-compile --calib`); an op without
@@ -119,9 +123,10 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
   let options = [
     Option<"scheme", "scheme", "std::string", /*default=*/"\"w8a16\"",
            "Quantization scheme: w8a16, w8a8, w4a16 or w4a8">,
-    Option<"activations", "activations", "std::string", /*default=*/"\"dynamic\"",
+    Option<"activations", "activations", "std::string", /*default=*/"\"\"",
            "int8 input scales (w8a8, w4a8): dynamic (per token, at run "
-           "time) or static (from each op's calibrated input_range)">
+           "time) or static (from each op's calibrated input_range); "
+           "16-bit schemes (w8a16, w4a16): f32, bf16 or f16 inputs">
   ];
   let dependentDialects = ["spark::SparkDialect"];
 }
