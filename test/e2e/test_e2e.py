@@ -217,35 +217,40 @@ class EndToEnd(unittest.TestCase):
         self.assertGreaterEqual(snr, min_snr)
         return out, prompt
 
-    def int8_kernels_match_halide(self, out, prompt, floor=25.0):
-        """The avx512vnni variant's microkernels (vpdpbusd for int8 inputs, the
-        AVX-512 4-bit kernel for w4a16) against the Halide kernels (the
-        avx512 variant) of the same build, on the prompt."""
+    def int8_kernels_match_halide(self, out, prompt, floor=25.0, variant="avx512vnni"):
+        """The microkernels of `variant` (avx512vnni: vpdpbusd for int8 inputs,
+        the AVX-512 4-bit kernel for w4a16; avx512bf16: vdpbf16ps for w8a16)
+        against the Halide kernels (the avx512 variant) of the same build, on
+        the prompt."""
         dispatch = run_result([tool("spark-run"), out, "--prompt-ids", "1",
                                "--n-predict", "1", "--print-dispatch"])
-        if "avx512vnni" not in dispatch.stderr and "avx512bf16" not in dispatch.stderr:
-            print("[SKIP] this CPU has no AVX512_VNNI: %s" % dispatch.stderr.strip())
-            self.skipTest("no AVX512_VNNI")
+        usable = {"avx512vnni": ("avx512vnni", "avx512bf16", "amx"),
+                  "avx512bf16": ("avx512bf16", "amx")}[variant]
+        if not any("x86-" + name in dispatch.stderr for name in usable):
+            print("[SKIP] this CPU cannot run the %s variant: %s" % (variant, dispatch.stderr.strip()))
+            self.skipTest("no " + variant)
         logits = {}
-        for variant in ("avx512vnni", "avx512"):
-            path = os.path.join(out, "logits-%s.npy" % variant)
+        for name in (variant, "avx512"):
+            path = os.path.join(out, "logits-%s.npy" % name)
             run([tool("spark-run"), out, "--prompt-ids", ",".join(map(str, prompt)),
-                 "--n-predict", "1", "--logits-out", path], env={"SPARK_X86_VARIANT": variant})
-            logits[variant] = np.load(path)
-        error = logits["avx512vnni"] - logits["avx512"]
+                 "--n-predict", "1", "--logits-out", path], env={"SPARK_X86_VARIANT": name})
+            logits[name] = np.load(path)
+        error = logits[variant] - logits["avx512"]
         between = 10 * np.log10((logits["avx512"] ** 2).sum() / max((error ** 2).sum(), 1e-30))
-        # Both sum the same int8 codes exactly; float rounding elsewhere flips a
-        # few codes in later layers, which this random model amplifies
-        # (measured on the f32 mini: w8a8 28.6 dB, w4a8 28.9 dB; w4a16, f32
-        # inputs, 111 dB). A wrong kernel gives ~0 dB.
-        print("VNNI vs Halide kernels: logits SNR %.1f dB" % between)
+        # Both sum the same int8 codes (or bf16 inputs) exactly; float rounding
+        # elsewhere flips a few codes in later layers, which this random model
+        # amplifies (measured on the f32 mini: w8a8 28.6 dB, w4a8 28.9 dB;
+        # w4a16 and w8a16 with bf16 inputs 44 dB). A wrong kernel gives ~0 dB.
+        print("%s vs Halide kernels: logits SNR %.1f dB" % (variant, between))
         self.assertGreaterEqual(between, floor)
 
     def test_w8a16_build_of_mini(self):
         # int8 weights per output channel (head included, gate kept), bf16
         # activations (the x86 default): measured 29.5 dB (30.0 with f32
         # activations); the issue's floor is 28 dB.
-        self.snr_of_build(["--quant=w8a16"], "mini-w8a16", 28.0)
+        out, prompt = self.snr_of_build(["--quant=w8a16"], "mini-w8a16", 28.0)
+        # The vdpbf16ps microkernel against Halide: measured 44.1 dB.
+        self.int8_kernels_match_halide(out, prompt, floor=35.0, variant="avx512bf16")
 
     def test_w4a16_build_of_mini(self):
         # 4-bit, groups of 128, f16 scale and zero: measured 6.4 dB on this

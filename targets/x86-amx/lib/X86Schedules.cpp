@@ -94,6 +94,9 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   static const Microkernel bf16Dot = {
       "spark_bf16_linear", "bf16_linear.c",
       {"-mavx512f", "-mavx512bw", "-mavx512bf16"}};
+  static const Microkernel bf16W8 = {
+      "spark_bf16_linear_w8a16", "bf16_linear.c",
+      {"-mavx512f", "-mavx512bw", "-mavx512bf16"}};
   static const Microkernel vnniW8A8 = {"spark_vnni_linear_w8a8",
                                        "int8_linear.c", vnniFlags};
   static const Microkernel vnniW4A8 = {"spark_vnni_linear_w4a8",
@@ -117,6 +120,11 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   if (variant.bf16Dot && spec.kind == KernelKind::Linear &&
       spec.weightType == DType::BF16 && spec.in % 32 == 0)
     return &bf16Dot;
+  // w8a16 with bf16 inputs: the codes widened to bf16 (exact), vdpbf16ps.
+  if (variant.bf16Dot && spec.kind == KernelKind::Linear &&
+      spec.weightType == DType::I8 && !spec.inputBits &&
+      spec.inputType == DType::BF16 && spec.in % 32 == 0)
+    return &bf16W8;
   if (variant.int8Dot && spec.isInt8Linear(false) && spec.in % 64 == 0 &&
       spec.out % 4 == 0)
     return &vnniW8A8;
