@@ -9,6 +9,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Parallel.h"
 
 #include <array>
 #include <cstdio>
@@ -49,13 +50,18 @@ int quantizeInt4(float value, const Int4Group &g) {
 static Int4Group
 bestInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n,
               llvm::function_ref<Int4Group(float shrink)> candidate) {
+  // The values once, not once per candidate (they may be decoded from the
+  // checkpoint on every call).
+  llvm::SmallVector<float, 128> values(n);
+  for (int64_t i = 0; i < n; ++i)
+    values[i] = value(i);
   Int4Group best;
   double bestError = -1.0;
   for (float shrink : {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f}) {
     Int4Group g = candidate(shrink);
     double error = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      double d = (quantizeInt4(value(i), g) - g.zero) * g.scale - value(i);
+    for (float v : values) {
+      double d = (quantizeInt4(v, g) - g.zero) * g.scale - v;
       error += d * d;
     }
     if (bestError < 0.0 || error < bestError) {
@@ -278,18 +284,22 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
     tensor.symmetricGroups = symmetric;
     tensor.groupScales.resize(rows * groups);
     tensor.groupZeros.resize(rows * groups);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t g = 0; g < groups; ++g) {
-        auto value = [&](int64_t c) {
-          return tensor.value(r * cols + g * group + c);
-        };
-        Int4Group q = symmetric ? searchSymmetricInt4Group(value, group)
-                                : searchInt4Group(value, group);
-        tensor.groupScales[r * groups + g] = q.scale;
-        tensor.groupZeros[r * groups + g] = q.zero;
-      }
-      if ((r + 1) % 1024 == 0) // bounded RSS while streaming the checkpoint
-        tensor.releaseValues((r + 1 - 1024) * cols, 1024 * cols);
+    // Blocks of 1024 rows, their rows searched in parallel; each block's
+    // checkpoint pages are released after it (bounded RSS while streaming).
+    for (int64_t block = 0; block < rows; block += 1024) {
+      const int64_t end = std::min<int64_t>(rows, block + 1024);
+      llvm::parallelFor(block, end, [&](size_t r) {
+        for (int64_t g = 0; g < groups; ++g) {
+          auto value = [&](int64_t c) {
+            return tensor.value(int64_t(r) * cols + g * group + c);
+          };
+          Int4Group q = symmetric ? searchSymmetricInt4Group(value, group)
+                                  : searchInt4Group(value, group);
+          tensor.groupScales[r * groups + g] = q.scale;
+          tensor.groupZeros[r * groups + g] = q.zero;
+        }
+      });
+      tensor.releaseValues(block * cols, (end - block) * cols);
     }
     for (auto [suffix, values] : {std::pair{".scales", &tensor.groupScales},
                                   {".zeros", &tensor.groupZeros}}) {
@@ -317,13 +327,15 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
     tensor.rowScales.resize(rows);
     // The scan streams the checkpoint mapping: release what it read every
     // 1024 rows to keep RSS bounded.
-    for (int64_t r = 0; r < rows; ++r) {
-      tensor.rowScales[r] = symmetricInt8Scale(
-          [&](int64_t c) { return tensor.value(r * cols + c); }, cols);
-      if ((r + 1) % 1024 == 0)
-        tensor.releaseValues((r + 1 - 1024) * cols, 1024 * cols);
+    for (int64_t block = 0; block < rows; block += 1024) {
+      const int64_t end = std::min<int64_t>(rows, block + 1024);
+      llvm::parallelFor(block, end, [&](size_t r) {
+        tensor.rowScales[r] = symmetricInt8Scale(
+            [&](int64_t c) { return tensor.value(int64_t(r) * cols + c); },
+            cols);
+      });
+      tensor.releaseValues(block * cols, (end - block) * cols);
     }
-    tensor.releaseValues(rows / 1024 * 1024 * cols, (rows % 1024) * cols);
     PackTensor scales;
     scales.name = tensor.name + ".scales";
     scales.shape = {rows};

@@ -4,6 +4,7 @@
 #include "spark/pack_format.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Parallel.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
@@ -20,8 +21,15 @@ void convert(const PackTensor &t, int64_t first, int64_t count,
              std::vector<uint8_t> &out) {
   const size_t size = dtypeSize(t.dtype);
   out.resize(count * size);
-  for (int64_t i = 0; i < count; ++i)
-    encodeElement(t.element(first + i), t.dtype, &out[i * size]);
+  // Pieces of 64 Ki elements in parallel (quantized elements are computed
+  // from the checkpoint's values here).
+  constexpr int64_t kPiece = 1 << 16;
+  llvm::parallelFor(0, (count + kPiece - 1) / kPiece, [&](size_t piece) {
+    const int64_t begin = int64_t(piece) * kPiece;
+    const int64_t end = std::min(count, begin + kPiece);
+    for (int64_t i = begin; i < end; ++i)
+      encodeElement(t.element(first + i), t.dtype, &out[i * size]);
+  });
 }
 
 } // namespace
