@@ -21,12 +21,12 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -62,8 +62,9 @@ cl::opt<EmitStage> emit(
     cl::init(EmitStage::Library), cl::cat(category));
 
 cl::opt<std::string> outputPath(
-    "o", cl::desc("Output: a folder for --emit=lib; a file for --emit=mlir "
-                  "('-' or absent: stdout)"),
+    "o",
+    cl::desc("Output: a folder for --emit=lib; a file for --emit=mlir "
+             "('-' or absent: stdout)"),
     cl::value_desc("path"), cl::init("-"), cl::cat(category));
 
 cl::opt<std::string> target("target",
@@ -168,10 +169,10 @@ cl::opt<int64_t> maxContext(
     cl::desc("Positions the build holds; sizes the caches (default 4096)"),
     cl::init(4096), cl::cat(category));
 
-cl::opt<bool> skipFiniteCheck(
-    "skip-finite-check",
-    cl::desc("Do not scan weights for NaN/Inf (faster import)"),
-    cl::init(false), cl::cat(category));
+cl::opt<bool>
+    skipFiniteCheck("skip-finite-check",
+                    cl::desc("Do not scan weights for NaN/Inf (faster import)"),
+                    cl::init(false), cl::cat(category));
 
 int fail(const Twine &message) {
   WithColor::error(errs(), "spark-compile") << message << "\n";
@@ -294,8 +295,8 @@ public:
     model += ".partial-%%%%%%";
     SmallString<256> created;
     if (std::error_code ec = sys::fs::createUniqueDirectory(model, created))
-      return fail(outputPath + ": cannot create a folder beside it: " +
-                  ec.message());
+      return fail(outputPath +
+                  ": cannot create a folder beside it: " + ec.message());
     // createUniqueDirectory appends its own suffix to the model.
     staging.path = std::string(created);
     return 0;
@@ -315,14 +316,14 @@ public:
       previous = std::string(out) + ".old";
       sys::fs::remove_directories(previous);
       if (std::error_code ec = sys::fs::rename(out, previous))
-        return fail(outputPath + ": cannot move the previous build aside: " +
-                    ec.message());
+        return fail(outputPath +
+                    ": cannot move the previous build aside: " + ec.message());
     }
     if (std::error_code ec = sys::fs::rename(staging.path, out)) {
       if (!previous.empty())
         sys::fs::rename(previous, out);
-      return fail(outputPath + ": cannot move the new build into place: " +
-                  ec.message());
+      return fail(outputPath +
+                  ": cannot move the new build into place: " + ec.message());
     }
     staging.path.clear();
     if (!previous.empty())
@@ -393,13 +394,52 @@ Expected<Calibration> readCalibration(StringRef path) {
   return calibration;
 }
 
-/// --calib: compiles the checkpoint for the host in fp32 with input probes,
-/// runs spark-fidelity --ranges-out on the sequences, and pairs the largest
-/// |input| of each product with the weight it reads.
-Expected<Calibration> runCalibration(const char *argv0) {
+/// Runs `args` (args[0] is the program); a failure is an error saying
+/// `what` failed, with the program's output.
+Error runProgram(ArrayRef<StringRef> args, const Twine &what) {
+  std::string message;
+  if (sys::ExecuteAndWait(args[0], args, std::nullopt, {}, 0, 0, &message) != 0)
+    return createStringError(what + " failed" +
+                             (message.empty() ? "" : ": " + message));
+  return Error::success();
+}
+
+/// The path of a tool installed beside this program.
+std::string toolPath(const char *argv0, StringRef name) {
   std::string self = sys::fs::getMainExecutable(argv0, (void *)&fail);
-  SmallString<256> fidelityTool(sys::path::parent_path(self));
-  sys::path::append(fidelityTool, "spark-fidelity");
+  SmallString<256> path(sys::path::parent_path(self));
+  sys::path::append(path, name);
+  return std::string(path);
+}
+
+/// An fp32 build of the checkpoint into `out` for `buildTarget`, with this
+/// run's context, chunk, import and fusion options, by a run of this
+/// program; `probeInputs` adds the calibration probes.
+Error compileFp32Build(const char *argv0, StringRef out, StringRef buildTarget,
+                       bool probeInputs, const Twine &what) {
+  std::string self = sys::fs::getMainExecutable(argv0, (void *)&fail);
+  std::string contextArg = "--max-context=" + std::to_string(maxContext);
+  std::string chunkArg = "--max-chunk=" + std::to_string(maxChunk);
+  std::string targetArg = "--target=" + buildTarget.str();
+  std::vector<StringRef> args = {
+      self,          checkpointDir,  "-o",       out,      "--quiet",
+      "--dtype=f32", "--quant=none", contextArg, chunkArg, targetArg};
+  if (probeInputs)
+    args.push_back("--probe-inputs");
+  if (noFusion)
+    args.push_back("--no-fusion");
+  if (importForm == ImportForm::Decomposed)
+    args.push_back("--import-form=decomposed");
+  if (skipFiniteCheck)
+    args.push_back("--skip-finite-check");
+  return runProgram(args, what);
+}
+
+/// --calib: compiles the checkpoint for the host in fp32 with input probes,
+/// runs spark-fidelity --ranges-out on the sequences, and pairs each
+/// product's measured range with the weight it reads.
+Expected<Calibration> runCalibration(const char *argv0) {
+  std::string fidelityTool = toolPath(argv0, "spark-fidelity");
   SmallString<128> created;
   if (std::error_code ec =
           sys::fs::createUniqueDirectory("spark-calibration", created))
@@ -407,35 +447,21 @@ Expected<Calibration> runCalibration(const char *argv0) {
                              ec.message());
   TemporaryFolder scratch;
   scratch.path = std::string(created);
-  std::string build = scratch.path + "/fp32", rangesPath = scratch.path + "/ranges.json";
-  std::string contextArg = "--max-context=" + std::to_string(maxContext);
-  std::string chunkArg = "--max-chunk=" + std::to_string(maxChunk);
-  std::vector<StringRef> args = {self,          checkpointDir,   "-o",
-                                 build,         "--quiet",       "--dtype=f32",
-                                 "--quant=none", "--target=host", contextArg,
-                                 chunkArg,      "--probe-inputs"};
-  if (noFusion)
-    args.push_back("--no-fusion");
-  if (importForm == ImportForm::Decomposed)
-    args.push_back("--import-form=decomposed");
-  if (skipFiniteCheck)
-    args.push_back("--skip-finite-check");
+  std::string build = scratch.path + "/fp32",
+              rangesPath = scratch.path + "/ranges.json";
   if (!quiet)
     errs() << "calibration: compiling the fp32 build with input probes\n";
-  std::string message;
-  if (sys::ExecuteAndWait(self, args, std::nullopt, {}, 0, 0, &message) != 0)
-    return createStringError("calibration: the fp32 build failed" +
-                             (message.empty() ? "" : ": " + message));
+  if (Error e = compileFp32Build(argv0, build, "host", /*probeInputs=*/true,
+                                 "calibration: the fp32 build"))
+    return e;
   if (!quiet)
     errs() << "calibration: running " << calib << "\n";
-  std::vector<StringRef> run = {fidelityTool, build, "--calib", calib,
-                                "--ranges-out", rangesPath};
+  std::vector<StringRef> run = {fidelityTool, build,          "--calib",
+                                calib,        "--ranges-out", rangesPath};
   if (quiet)
     run.push_back("--quiet");
-  if (sys::ExecuteAndWait(fidelityTool, run, std::nullopt, {}, 0, 0,
-                          &message) != 0)
-    return createStringError("calibration: spark-fidelity failed" +
-                             (message.empty() ? "" : ": " + message));
+  if (Error e = runProgram(run, "calibration: spark-fidelity"))
+    return e;
   auto readJSON = [](const std::string &path) -> Expected<json::Value> {
     ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
     if (!buffer)
@@ -449,8 +475,9 @@ Expected<Calibration> runCalibration(const char *argv0) {
   if (!measured)
     return measured.takeError();
   const json::Array *names =
-      manifest->getAsObject() ? manifest->getAsObject()->getArray("input_probes")
-                              : nullptr;
+      manifest->getAsObject()
+          ? manifest->getAsObject()->getArray("input_probes")
+          : nullptr;
   const json::Array *values = measured->getAsArray();
   if (!names || !values || names->size() != values->size())
     return createStringError("calibration: the fp32 build's input probes and "
@@ -460,7 +487,8 @@ Expected<Calibration> runCalibration(const char *argv0) {
   for (size_t i = 0; i < names->size(); ++i) {
     std::optional<StringRef> name = (*names)[i].getAsString();
     const json::Object *entry = (*values)[i].getAsObject();
-    std::optional<double> clip = entry ? entry->getNumber("clip") : std::nullopt;
+    std::optional<double> clip =
+        entry ? entry->getNumber("clip") : std::nullopt;
     std::optional<double> max = entry ? entry->getNumber("max") : std::nullopt;
     if (!name || !clip || !max)
       return createStringError("calibration: product input " + Twine(i) +
@@ -483,7 +511,8 @@ Expected<Calibration> runCalibration(const char *argv0) {
                      "max: the largest |x| seen"},
                     {"ranges", std::move(ranges)},
                     {"max", std::move(largest)}};
-  calibration.json = formatv("{0:2}", json::Value(std::move(file))).str() + "\n";
+  calibration.json =
+      formatv("{0:2}", json::Value(std::move(file))).str() + "\n";
   return calibration;
 }
 
@@ -515,9 +544,9 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
   if (calibration)
     if (int rc = writeFile(folder.file("calibration.json"), calibration->json))
       return rc;
-  if (int rc = writeFile(folder.file("manifest.json"),
-                         spark::emitManifest(*plan, packBytes,
-                                             commandLineOf(argc, argv))))
+  if (int rc = writeFile(
+          folder.file("manifest.json"),
+          spark::emitManifest(*plan, packBytes, commandLineOf(argc, argv))))
     return rc;
   return folder.commit();
 }
@@ -573,7 +602,8 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
     std::vector<StringRef> args = {self};
     for (const std::string &a : passed)
       args.push_back(a);
-    for (StringRef a : {StringRef(targetArg), StringRef("-o"), StringRef(subOut)})
+    for (StringRef a :
+         {StringRef(targetArg), StringRef("-o"), StringRef(subOut)})
       args.push_back(a);
     std::string message;
     if (sys::ExecuteAndWait(self, args, std::nullopt, {}, 0, 0, &message) != 0)
@@ -599,13 +629,12 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
       {"device", "Snapdragon 8 Elite (Oryon CPU cores + Hexagon DSP with HVX)"},
       {"parts",
        json::Object{
-           {"cpu",
-            json::Object{{"folder", "arm64"},
-                         {"runs_on", "the application processor (Oryon, "
-                                     "AArch64), in the app's process"},
-                         {"library", "arm64/libspark_model.a"},
-                         {"pack", "arm64/model.spkw"},
-                         {"runtime", "runtime/libspark_runtime.a"}}},
+           {"cpu", json::Object{{"folder", "arm64"},
+                                {"runs_on", "the application processor (Oryon, "
+                                            "AArch64), in the app's process"},
+                                {"library", "arm64/libspark_model.a"},
+                                {"pack", "arm64/model.spkw"},
+                                {"runtime", "runtime/libspark_runtime.a"}}},
            {"dsp",
             json::Object{{"folder", "hexagon"},
                          {"runs_on", "the Hexagon DSP (v66 HVX code, runs on "
@@ -620,9 +649,9 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
        "qemu-hexagon-static) in spark-compile's tests; the FastRPC path "
        "needs the Hexagon SDK and a device and was not run"},
       {"reproduce", commandLineOf(argc, argv)}};
-  if (int rc = writeFile(folder.file("manifest.json"),
-                         formatv("{0:2}", json::Value(std::move(manifest))).str() +
-                             "\n"))
+  if (int rc = writeFile(
+          folder.file("manifest.json"),
+          formatv("{0:2}", json::Value(std::move(manifest))).str() + "\n"))
     return rc;
   return folder.commit();
 }
@@ -631,32 +660,22 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
 /// then spark-fidelity OUT --reference REF --calib FILE, which prints the
 /// table and writes OUT/fidelity.json.
 int reportFidelityOf(const char *argv0) {
-  std::string self = sys::fs::getMainExecutable(argv0, (void *)&fail);
-  SmallString<256> fidelityTool(sys::path::parent_path(self));
-  sys::path::append(fidelityTool, "spark-fidelity");
   TemporaryFolder reference;
   reference.path = outputPath + ".fidelity-reference";
   sys::fs::remove_directories(reference.path);
-  std::string contextArg = "--max-context=" + std::to_string(maxContext);
-  std::string chunkArg = "--max-chunk=" + std::to_string(maxChunk);
-  std::string targetArg = "--target=" + target;
-  std::vector<StringRef> build = {self, checkpointDir, "-o", reference.path,
-                                  "--quiet", "--dtype=f32", "--quant=none",
-                                  contextArg, chunkArg, targetArg};
   if (!quiet)
     errs() << "fidelity: compiling the fp32 reference build\n";
-  std::string message;
-  if (sys::ExecuteAndWait(self, build, std::nullopt, {}, 0, 0, &message) != 0)
-    return fail("--report-fidelity: the fp32 reference build failed" +
-                (message.empty() ? "" : ": " + message));
-  std::vector<StringRef> compare = {fidelityTool, outputPath, "--reference",
-                                    reference.path, "--calib", calib};
+  if (Error e = compileFp32Build(argv0, reference.path, target,
+                                 /*probeInputs=*/false,
+                                 "--report-fidelity: the fp32 reference build"))
+    return fail(toString(std::move(e)));
+  std::string fidelityTool = toolPath(argv0, "spark-fidelity");
+  std::vector<StringRef> compare = {fidelityTool,   outputPath, "--reference",
+                                    reference.path, "--calib",  calib};
   if (quiet)
     compare.push_back("--quiet");
-  if (sys::ExecuteAndWait(fidelityTool, compare, std::nullopt, {}, 0, 0,
-                          &message) != 0)
-    return fail("--report-fidelity: spark-fidelity failed" +
-                (message.empty() ? "" : ": " + message));
+  if (Error e = runProgram(compare, "--report-fidelity: spark-fidelity"))
+    return fail(toString(std::move(e)));
   return 0;
 }
 
@@ -682,10 +701,12 @@ int main(int argc, char **argv) {
                 Twine(maxContext) + "), got " + Twine(maxChunk));
   if (quant != "none" && quant != "w8a16" && quant != "w8a8" &&
       quant != "w4a16" && quant != "w4a8")
-    return fail("--quant=" + quant + " is not known; expected none, w8a16, "
+    return fail("--quant=" + quant +
+                " is not known; expected none, w8a16, "
                 "w8a8, w4a16 or w4a8");
   if (amxKernel != "tiles" && amxKernel != "halide")
-    return fail("--amx-kernel=" + amxKernel + " is not known; expected tiles "
+    return fail("--amx-kernel=" + amxKernel +
+                " is not known; expected tiles "
                 "or halide");
   if (target != "s25")
     if (Expected<spark::TargetInfo> info = spark::targetFor(target, amxKernel);
@@ -710,9 +731,10 @@ int main(int argc, char **argv) {
   if (reportFidelity && !library)
     return fail("--report-fidelity applies to --emit=lib only");
   if (target == "s25" && !library)
-    return fail("--target=s25 builds a bundle of libraries; --emit=" +
-                std::string(emit == EmitStage::MLIR ? "mlir" : "opt/halide/asm") +
-                " applies to one target (arm64 or hexagon)");
+    return fail(
+        "--target=s25 builds a bundle of libraries; --emit=" +
+        std::string(emit == EmitStage::MLIR ? "mlir" : "opt/halide/asm") +
+        " applies to one target (arm64 or hexagon)");
   if (reportFidelity && target == "s25")
     return fail("--report-fidelity runs the build here; --target=s25 does not "
                 "run on this machine");
@@ -745,9 +767,9 @@ int main(int argc, char **argv) {
   // calibrated scale per product (mini, w8a8: 22.5 dB dynamic, 16.2 dB
   // static). 16-bit activations: bf16 on x86, f16 on arm64 and Hexagon.
   if (activations.empty() && quant != "none")
-    activations = int8Activations                        ? "dynamic"
+    activations = int8Activations                       ? "dynamic"
                   : target == "host" || target == "spr" ? "bf16"
-                                                         : "f16";
+                                                        : "f16";
   if (int8Activations && activations != "dynamic" && activations != "static")
     return fail("--activations=" + activations + " does not apply to --quant=" +
                 quant + "; expected dynamic or static (int8 activations)");

@@ -18,11 +18,22 @@
 #include <string.h>
 
 typedef struct bf16_job {
-  const uint16_t *w;   /* [N][K] */
+  const uint16_t *w;   /* [N][K] bf16 weights, or NULL and: */
+  const int8_t *codes; /* [N][K] int8 weights (w8a16) */
+  const float *scales; /* [N]: their row scales */
   const uint16_t *x;   /* [T][K] bf16 */
   float *out;          /* [T][out_stride] */
   int K, N, T, out_stride, rows_per_task;
 } bf16_job;
+
+/* 32 int8 codes as bf16 pairs (exact). */
+static inline __m512bh codes_to_bf16(const int8_t *codes) {
+  __m512 lo = _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)codes)));
+  __m512 hi = _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(codes + 16))));
+  return _mm512_cvtne2ps_pbh(hi, lo);
+}
 
 static float sum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 
@@ -44,9 +55,10 @@ static uint16_t *to_bf16(const halide_buffer_t *x) {
   return xb;
 }
 
-static int bf16_rows_task(void *user_context, int task, uint8_t *closure) {
-  (void)user_context;
-  const bf16_job *job = (const bf16_job *)closure;
+/* The rows of `task`; `int8` (constant after inlining): the weights are
+ * codes. */
+static inline __attribute__((always_inline)) int
+rows_task(int task, const bf16_job *job, const int int8) {
   const int K = job->K;
   int n0 = task * job->rows_per_task;
   int n1 = n0 + job->rows_per_task < job->N ? n0 + job->rows_per_task : job->N;
@@ -61,19 +73,48 @@ static int bf16_rows_task(void *user_context, int task, uint8_t *closure) {
       for (int k = 0; k < K; k += 32) {
         __m512bh wv[4], xv[4];
         for (int r = 0; r < rows; ++r)
-          wv[r] = (__m512bh)_mm512_loadu_si512(job->w + (size_t)(n + r) * K + k);
+          wv[r] = int8 ? codes_to_bf16(job->codes + (size_t)(n + r) * K + k)
+                       : (__m512bh)_mm512_loadu_si512(job->w +
+                                                      (size_t)(n + r) * K + k);
         for (int t = 0; t < tokens; ++t)
-          xv[t] = (__m512bh)_mm512_loadu_si512(job->x + (size_t)(t0 + t) * K + k);
+          xv[t] =
+              (__m512bh)_mm512_loadu_si512(job->x + (size_t)(t0 + t) * K + k);
         for (int r = 0; r < rows; ++r)
           for (int t = 0; t < tokens; ++t)
             acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], xv[t]);
       }
       for (int r = 0; r < rows; ++r)
         for (int t = 0; t < tokens; ++t)
-          job->out[(size_t)(t0 + t) * job->out_stride + n + r] = sum16(acc[r][t]);
+          job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
+              sum16(acc[r][t]) * (int8 ? job->scales[n + r] : 1.0f);
     }
   }
   return 0;
+}
+
+static int bf16_rows_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  return rows_task(task, (const bf16_job *)closure, 0);
+}
+
+static int w8_rows_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  return rows_task(task, (const bf16_job *)closure, 1);
+}
+
+/* Rounds the inputs, runs `job` over blocks of about 64 rows (every thread
+ * streams its own rows), frees. */
+static int run_bf16(const halide_buffer_t *x, bf16_job *job) {
+  uint16_t *xb = to_bf16(x);
+  if (!xb)
+    return -1;
+  job->x = xb;
+  job->rows_per_task = 64;
+  int rc = halide_do_par_for(
+      NULL, job->codes ? w8_rows_task : bf16_rows_task, 0,
+      (job->N + job->rows_per_task - 1) / job->rows_per_task, (uint8_t *)job);
+  free(xb);
+  return rc;
 }
 
 int spark_bf16_linear(halide_buffer_t *x, halide_buffer_t *w,
@@ -82,89 +123,30 @@ int spark_bf16_linear(halide_buffer_t *x, halide_buffer_t *w,
   if (K % 32 != 0 || w->dim[0].extent != K || out->dim[0].extent != N ||
       out->dim[1].extent != T)
     return -1;
-  uint16_t *xb = to_bf16(x);
-  if (!xb)
-    return -1;
-  /* About 64 rows per task keeps every thread streaming its own rows. */
-  const int rows_per_task = 64;
-  bf16_job job = {(const uint16_t *)w->host, xb, (float *)out->host, K, N, T,
-                  out->dim[1].stride, rows_per_task};
-  int rc = halide_do_par_for(NULL, bf16_rows_task, 0,
-                             (N + rows_per_task - 1) / rows_per_task,
-                             (uint8_t *)&job);
-  free(xb);
-  return rc;
+  bf16_job job = {(const uint16_t *)w->host, NULL, NULL, NULL,
+                  (float *)out->host,        K,    N,    T,
+                  out->dim[1].stride,        0};
+  return run_bf16(x, &job);
 }
 
 /* w8a16 with bf16 activations: x f32 [K, T], w int8 codes [K, N], scales f32
  * [N], out f32 [N, T]; out = scale[n] * sum_k code * bf16(x). Codes up to
- * 127 are exact in bf16, so each 32-code step widens 4 rows' codes to bf16
- * once (vpmovsxbd, vcvtdq2ps, vcvtne2ps2bf16) and feeds them to up to 4
- * tokens' vdpbf16ps: the conversion is shared by the tokens of a prefill
- * block. */
-typedef struct w8_job {
-  const int8_t *w;     /* [N][K] */
-  const float *scales; /* [N] */
-  const uint16_t *x;   /* [T][K] bf16 */
-  float *out;          /* [T][out_stride] */
-  int K, N, T, out_stride, rows_per_task;
-} w8_job;
-
-static inline __m512bh codes_to_bf16(const int8_t *codes) {
-  __m512 lo = _mm512_cvtepi32_ps(
-      _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)codes)));
-  __m512 hi = _mm512_cvtepi32_ps(
-      _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(codes + 16))));
-  return _mm512_cvtne2ps_pbh(hi, lo);
-}
-
-static int w8_rows_task(void *user_context, int task, uint8_t *closure) {
-  (void)user_context;
-  const w8_job *job = (const w8_job *)closure;
-  const int K = job->K;
-  int n0 = task * job->rows_per_task;
-  int n1 = n0 + job->rows_per_task < job->N ? n0 + job->rows_per_task : job->N;
-  for (int n = n0; n < n1; n += 4) {
-    const int rows = n1 - n < 4 ? n1 - n : 4;
-    for (int t0 = 0; t0 < job->T; t0 += 4) {
-      const int tokens = job->T - t0 < 4 ? job->T - t0 : 4;
-      __m512 acc[4][4];
-      for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < 4; ++t)
-          acc[r][t] = _mm512_setzero_ps();
-      for (int k = 0; k < K; k += 32) {
-        __m512bh wv[4], xv[4];
-        for (int r = 0; r < rows; ++r)
-          wv[r] = codes_to_bf16(job->w + (size_t)(n + r) * K + k);
-        for (int t = 0; t < tokens; ++t)
-          xv[t] = (__m512bh)_mm512_loadu_si512(job->x + (size_t)(t0 + t) * K + k);
-        for (int r = 0; r < rows; ++r)
-          for (int t = 0; t < tokens; ++t)
-            acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], xv[t]);
-      }
-      for (int r = 0; r < rows; ++r)
-        for (int t = 0; t < tokens; ++t)
-          job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
-              sum16(acc[r][t]) * job->scales[n + r];
-    }
-  }
-  return 0;
-}
-
+ * 127 are exact in bf16: each 32-code step widens the block's rows to bf16
+ * once (vpmovsxbd, vcvtdq2ps, vcvtne2ps2bf16), shared by up to 4 tokens. */
 int spark_bf16_linear_w8a16(halide_buffer_t *x, halide_buffer_t *w,
                             halide_buffer_t *scales, halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (!spark_linear_fits(x, w, out, 1, 32, 1))
     return -1;
-  uint16_t *xb = to_bf16(x);
-  if (!xb)
-    return -1;
-  const int rows_per_task = 64;
-  w8_job job = {(const int8_t *)w->host, (const float *)scales->host, xb,
-                (float *)out->host, K, N, T, out->dim[1].stride, rows_per_task};
-  int rc = halide_do_par_for(NULL, w8_rows_task, 0,
-                             (N + rows_per_task - 1) / rows_per_task,
-                             (uint8_t *)&job);
-  free(xb);
-  return rc;
+  bf16_job job = {NULL,
+                  (const int8_t *)w->host,
+                  (const float *)scales->host,
+                  NULL,
+                  (float *)out->host,
+                  K,
+                  N,
+                  T,
+                  out->dim[1].stride,
+                  0};
+  return run_bf16(x, &job);
 }
