@@ -65,6 +65,14 @@ class CrossTargets(test_e2e.EndToEnd):
         self.require("arm64")
         self.snr_of_build(["--quant=w8a8"], "arm64-mini-w8a8", 22.0, target="arm64")
 
+    def test_arm64_static_w8a8_build_of_mini(self):
+        # Calibrated by the host's fp32 build, then the sdot kernels with one
+        # int8 scale per product: the host's static floor (host: 16.2 dB).
+        self.require("arm64")
+        calib, _ = self.calibration_file()
+        self.snr_of_build(["--quant=w8a8", "--calib", calib, "--activations=static"],
+                          "arm64-mini-w8a8-static", 15.0, target="arm64")
+
     def test_arm64_w4a16_build_of_mini(self):
         self.require("arm64")
         self.snr_of_build(["--quant=w4a16"], "arm64-mini-w4a16", 5.0, target="arm64")
