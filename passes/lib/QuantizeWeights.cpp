@@ -15,6 +15,15 @@ using namespace spark;
 
 namespace {
 
+/// The weight a matrix product (spark.linear, spark.logits) reads, or null.
+FlatSymbolRefAttr productWeight(Operation *op) {
+  if (auto linear = dyn_cast<LinearOp>(op))
+    return linear.getWeightAttr();
+  if (auto logits = dyn_cast<LogitsOp>(op))
+    return logits.getHeadAttr();
+  return nullptr;
+}
+
 struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> {
   using Base::Base;
 
@@ -48,10 +57,10 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
       if (auto linear = dyn_cast<LinearOp>(op)) {
         if (!feedsHeadGate(linear))
           symbol = linear.getWeightAttr();
-      } else if (auto logits = dyn_cast<LogitsOp>(op)) {
-        symbol = logits.getHeadAttr();
       } else if (auto embed = dyn_cast<EmbedOp>(op)) {
         symbol = embed.getTableAttr();
+      } else {
+        symbol = productWeight(op); // the head
       }
       if (symbol)
         if (auto weight = symbols.lookup<WeightOp>(symbol.getValue()))
@@ -73,54 +82,43 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
           type.getShape(), IntegerType::get(context, fourBit ? 4 : 8)));
       weight.setQuantAttr(fourBit ? int4 : int8);
     }
-    // w8a16 / w4a16 with 16-bit inputs: every product with a quantized
-    // weight rounds its inputs to the type.
+    // The matrix products that read a quantized weight take quantized or
+    // 16-bit inputs.
+    SmallVector<Operation *> products;
+    module.walk([&](Operation *op) {
+      if (FlatSymbolRefAttr symbol = productWeight(op))
+        if (auto weight = symbols.lookup<WeightOp>(symbol.getValue()))
+          if (weights.contains(weight))
+            products.push_back(op);
+    });
+    // w8a16 / w4a16: the inputs rounded to bf16 or f16 (or left f32).
     if (!int8Inputs) {
       if (inputs == "f32")
         return;
       Type type = inputs == "bf16" ? Type(BFloat16Type::get(context))
                                    : Type(Float16Type::get(context));
-      module.walk([&](Operation *op) {
-        if (!isa<LinearOp, LogitsOp>(op))
-          return;
-        auto symbol = isa<LinearOp>(op) ? cast<LinearOp>(op).getWeightAttr()
-                                        : cast<LogitsOp>(op).getHeadAttr();
-        auto weight = symbols.lookup<WeightOp>(symbol.getValue());
-        if (weight && weights.contains(weight))
-          op->setAttr("input_type", TypeAttr::get(type));
-      });
+      for (Operation *op : products)
+        op->setAttr("input_type", TypeAttr::get(type));
       return;
     }
-    // w8a8 / w4a8: every product with a quantized weight takes int8 inputs,
-    // quantized per token at run time (or with a static, calibrated scale).
-    // Static: one calibrated scale per op, never a made-up one.
-    const bool staticScales = inputs == "static";
-    WalkResult walked = module.walk([&](Operation *op) {
-      if (!isa<LinearOp, LogitsOp>(op))
-        return WalkResult::advance();
-      auto symbol = isa<LinearOp>(op) ? cast<LinearOp>(op).getWeightAttr()
-                                      : cast<LogitsOp>(op).getHeadAttr();
-      auto weight = symbols.lookup<WeightOp>(symbol.getValue());
-      if (!weight || !weights.contains(weight))
-        return WalkResult::advance();
+    // w8a8 / w4a8: int8 inputs, quantized per token at run time, or (static)
+    // with one calibrated scale per op, never a made-up one.
+    for (Operation *op : products) {
       op->setAttr("input_quant", int8);
-      if (!staticScales)
-        return WalkResult::advance();
+      if (inputs != "static")
+        continue;
       auto range = op->getAttrOfType<FloatAttr>("input_range");
       if (!range) {
-        op->emitOpError() << "reading " << symbol
+        op->emitOpError() << "reading " << productWeight(op)
                           << " has no calibrated input_range; static int8 "
                              "activations need the ranges of a calibration "
                              "run (spark-compile --calib FILE)";
-        return WalkResult::interrupt();
+        return signalPassFailure();
       }
       op->setAttr("input_scale",
                   FloatAttr::get(Float32Type::get(context),
                                  float(range.getValueAsDouble() / 127.0)));
-      return WalkResult::advance();
-    });
-    if (walked.wasInterrupted())
-      signalPassFailure();
+    }
   }
 };
 
@@ -131,10 +129,9 @@ llvm::Error spark::attachInputRanges(ModuleOp module,
   llvm::StringSet<> used;
   std::string missing;
   module.walk([&](Operation *op) {
-    if (!isa<LinearOp, LogitsOp>(op))
+    FlatSymbolRefAttr symbol = productWeight(op);
+    if (!symbol)
       return;
-    auto symbol = isa<LinearOp>(op) ? cast<LinearOp>(op).getWeightAttr()
-                                    : cast<LogitsOp>(op).getHeadAttr();
     auto it = ranges.find(symbol.getValue());
     if (it == ranges.end()) {
       if (missing.empty())
