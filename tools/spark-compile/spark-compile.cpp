@@ -364,18 +364,31 @@ std::string commandLineOf(int argc, char **argv) {
 
 constexpr const char *kCalibrationFormat = "spark-compile calibration 1";
 
+/// The text of a JSON file and its value; an error names the file.
+struct JSONFile {
+  std::string text;
+  json::Value value = nullptr;
+};
+Expected<JSONFile> readJSONFile(StringRef path) {
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
+  if (!buffer)
+    return createStringError(path + ": " + buffer.getError().message());
+  Expected<json::Value> value = json::parse((*buffer)->getBuffer());
+  if (!value)
+    return createStringError(path +
+                             ": not JSON: " + toString(value.takeError()));
+  return JSONFile{(*buffer)->getBuffer().str(), std::move(*value)};
+}
+
 /// Reads an OUT/calibration.json (--calib-ranges).
 Expected<Calibration> readCalibration(StringRef path) {
   auto fileError = [&](const Twine &what) {
     return createStringError("--calib-ranges: " + path + ": " + what);
   };
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
-  if (!buffer)
-    return fileError(buffer.getError().message());
-  Expected<json::Value> value = json::parse((*buffer)->getBuffer());
-  if (!value)
-    return fileError("not JSON: " + toString(value.takeError()));
-  json::Object *object = value->getAsObject();
+  Expected<JSONFile> file = readJSONFile(path);
+  if (!file)
+    return createStringError("--calib-ranges: " + toString(file.takeError()));
+  json::Object *object = file->value.getAsObject();
   json::Object *ranges = object ? object->getObject("ranges") : nullptr;
   if (!object || object->getString("format") != StringRef(kCalibrationFormat) ||
       !ranges)
@@ -387,10 +400,11 @@ Expected<Calibration> readCalibration(StringRef path) {
     std::optional<double> number = range.getAsNumber();
     if (!number || !std::isfinite(*number) || *number <= 0)
       return fileError("ranges." + name.str() +
-                       ": expected a positive number (the largest |input|)");
+                       ": expected a positive number (the calibrated range "
+                       "of the product's input)");
     calibration.ranges[name.str()] = float(*number);
   }
-  calibration.json = (*buffer)->getBuffer().str();
+  calibration.json = std::move(file->text);
   return calibration;
 }
 
@@ -462,23 +476,16 @@ Expected<Calibration> runCalibration(const char *argv0) {
     run.push_back("--quiet");
   if (Error e = runProgram(run, "calibration: spark-fidelity"))
     return e;
-  auto readJSON = [](const std::string &path) -> Expected<json::Value> {
-    ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
-    if (!buffer)
-      return createStringError(path + ": " + buffer.getError().message());
-    return json::parse((*buffer)->getBuffer());
-  };
-  Expected<json::Value> manifest = readJSON(build + "/manifest.json");
+  Expected<JSONFile> manifest = readJSONFile(build + "/manifest.json");
   if (!manifest)
     return manifest.takeError();
-  Expected<json::Value> measured = readJSON(rangesPath);
+  Expected<JSONFile> measured = readJSONFile(rangesPath);
   if (!measured)
     return measured.takeError();
+  const json::Object *manifestObject = manifest->value.getAsObject();
   const json::Array *names =
-      manifest->getAsObject()
-          ? manifest->getAsObject()->getArray("input_probes")
-          : nullptr;
-  const json::Array *values = measured->getAsArray();
+      manifestObject ? manifestObject->getArray("input_probes") : nullptr;
+  const json::Array *values = measured->value.getAsArray();
   if (!names || !values || names->size() != values->size())
     return createStringError("calibration: the fp32 build's input probes and "
                              "the measured ranges do not pair up");

@@ -38,7 +38,8 @@ const char *kUsage =
     "usage: spark-fidelity OUT --reference REF_OUT --calib FILE\n"
     "                      [--n-predict N] [--threads T] [--chunk C]\n"
     "                      [--json PATH] [--quiet]\n"
-    "       spark-fidelity BUILD --calib FILE --ranges-out PATH [--threads T]\n";
+    "       spark-fidelity BUILD --calib FILE --ranges-out PATH [--threads "
+    "T]\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "spark-fidelity: error: %s\n", message.c_str());
@@ -95,8 +96,9 @@ void probe(void *user, int32_t layer, int32_t rows, int32_t width,
 /// of |x| in bins of 1/32 octave, from which the clipping range with the
 /// least int8 quantization error is chosen.
 struct InputHistogram {
-  static constexpr int kBinsPerOctave = 32, kLowestOctave = -40,
-                       kOctaves = 80, kBins = kBinsPerOctave * kOctaves;
+  static constexpr int kBinsPerOctave = 32, kLowestOctave = -40, kOctaves = 80,
+                       kBins = kBinsPerOctave * kOctaves;
+  bool seen = false; // the probe saw this input at least once
   double largest = 0;
   std::vector<double> count, sum, sumSquares; // per bin, of |x|
   InputHistogram() : count(kBins), sum(kBins), sumSquares(kBins) {}
@@ -140,7 +142,8 @@ struct InputHistogram {
     if (largest == 0)
       return 0;
     double best = largest, bestError = error(largest);
-    int top = int(std::floor((std::log2(largest) - kLowestOctave) * kBinsPerOctave));
+    int top =
+        int(std::floor((std::log2(largest) - kLowestOctave) * kBinsPerOctave));
     for (int b = top; b > top - 6 * kBinsPerOctave && b > 0; --b) {
       double clip = lowerEdge(b);
       if (clip >= largest)
@@ -158,7 +161,6 @@ struct InputHistogram {
 struct RangeState {
   int32_t layers = 0;
   std::vector<InputHistogram> inputs; // by probe id - layers
-  std::vector<bool> seen;
 };
 
 void rangeProbe(void *user, int32_t id, int32_t rows, int32_t width,
@@ -167,12 +169,10 @@ void rangeProbe(void *user, int32_t id, int32_t rows, int32_t width,
   if (id < state->layers)
     return; // a layer output
   size_t index = size_t(id - state->layers);
-  if (index >= state->inputs.size()) {
+  if (index >= state->inputs.size())
     state->inputs.resize(index + 1);
-    state->seen.resize(index + 1);
-  }
-  state->seen[index] = true;
   InputHistogram &h = state->inputs[index];
+  h.seen = true;
   for (int32_t r = 0; r < rows; ++r)
     for (int32_t c = 0; c < width; ++c)
       h.add(data[size_t(r) * rowStride + c]);
@@ -209,7 +209,8 @@ std::vector<int32_t> generate(Run &run, int32_t count) {
     if (spark_session_logits(run.session, &logits) != SPARK_OK)
       break;
     ids.push_back(argmax(logits, run.info.vocab_size));
-    if (i + 1 < count && spark_session_decode(run.session, ids.back()) != SPARK_OK)
+    if (i + 1 < count &&
+        spark_session_decode(run.session, ids.back()) != SPARK_OK)
       break;
   }
   return ids;
@@ -234,8 +235,8 @@ std::string writeFile(const std::string &path, const std::string &text) {
 int calibrate(Run &run, const std::string &build, const std::string &calib,
               const std::string &path, bool quiet) {
   std::vector<std::vector<int32_t>> sequences;
-  if (std::string e = spark::readTokenSequences(calib, run.info.vocab_size,
-                                                run.info.max_context, sequences);
+  if (std::string e = spark::readTokenSequences(
+          calib, run.info.vocab_size, run.info.max_context, sequences);
       !e.empty())
     return fail(e);
   RangeState state;
@@ -264,11 +265,12 @@ int calibrate(Run &run, const std::string &build, const std::string &calib,
   std::string text = "[\n";
   for (size_t i = 0; i < state.inputs.size(); ++i) {
     char entry[128];
-    if (!state.seen[i])
+    if (!state.inputs[i].seen)
       std::snprintf(entry, sizeof(entry), "  null%s\n",
                     i + 1 < state.inputs.size() ? "," : "");
     else
-      std::snprintf(entry, sizeof(entry), "  {\"max\": %.9g, \"clip\": %.9g}%s\n",
+      std::snprintf(entry, sizeof(entry),
+                    "  {\"max\": %.9g, \"clip\": %.9g}%s\n",
                     state.inputs[i].largest, state.inputs[i].bestClip(),
                     i + 1 < state.inputs.size() ? "," : "");
     text += entry;
@@ -288,10 +290,15 @@ int calibrate(Run &run, const std::string &build, const std::string &calib,
 
 int main(int argc, char **argv) {
   spark::Arguments args(argc, argv,
-                        {{"reference", true}, {"calib", true},
-                         {"n-predict", true}, {"threads", true},
-                         {"chunk", true}, {"json", true}, {"quiet", false},
-                         {"ranges-out", true}, {"help", false}});
+                        {{"reference", true},
+                         {"calib", true},
+                         {"n-predict", true},
+                         {"threads", true},
+                         {"chunk", true},
+                         {"json", true},
+                         {"quiet", false},
+                         {"ranges-out", true},
+                         {"help", false}});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -303,13 +310,16 @@ int main(int argc, char **argv) {
     return fail(args.error() + "\n" + kUsage);
   if (args.positional().size() != 1)
     return fail(std::string("expected one output folder (the build to "
-                            "check)\n") + kUsage);
+                            "check)\n") +
+                kUsage);
   if (args.has("ranges-out")) {
     if (!args.has("calib") || args.has("reference"))
       return fail(std::string("--ranges-out takes one build and --calib, no "
-                              "--reference\n") + kUsage);
+                              "--reference\n") +
+                  kUsage);
     Run run;
-    if (std::string e = open(run, args.positional()[0], int(threads)); !e.empty())
+    if (std::string e = open(run, args.positional()[0], int(threads));
+        !e.empty())
       return fail(e);
     return calibrate(run, args.positional()[0], args.get("calib", ""),
                      args.get("ranges-out", ""), args.has("quiet"));
@@ -337,9 +347,9 @@ int main(int argc, char **argv) {
   const int32_t maxContext =
       std::min(test.info.max_context, reference.info.max_context);
   std::vector<std::vector<int32_t>> sequences;
-  if (std::string e = spark::readTokenSequences(
-          args.get("calib", ""), vocab, int32_t(maxContext - nPredict),
-          sequences);
+  if (std::string e =
+          spark::readTokenSequences(args.get("calib", ""), vocab,
+                                    int32_t(maxContext - nPredict), sequences);
       !e.empty())
     return fail(e + " (with --n-predict " + std::to_string(nPredict) + ")");
   int32_t chunk = int32_t(chunkOption ? chunkOption : 0);
@@ -417,10 +427,6 @@ int main(int argc, char **argv) {
               identicalPrefix);
 
   // JSON, through a temporary name.
-  std::string temporary = jsonPath + ".partial";
-  FILE *f = std::fopen(temporary.c_str(), "w");
-  if (!f)
-    return fail(temporary + ": " + std::strerror(errno));
   auto number = [](double v) {
     char text[64];
     if (std::isinf(v))
@@ -428,28 +434,26 @@ int main(int argc, char **argv) {
     std::snprintf(text, sizeof(text), "%.6g", v);
     return std::string(text);
   };
-  std::fprintf(f, "{\n  \"build\": \"%s\",\n  \"reference\": \"%s\",\n",
-               out.c_str(), args.get("reference", "").c_str());
-  std::fprintf(f, "  \"sequences\": %zu,\n  \"positions\": %lld,\n",
-               sequences.size(), positions);
-  std::fprintf(f, "  \"layers\": [\n");
+  std::string json = "{\n  \"build\": \"" + out + "\",\n  \"reference\": \"" +
+                     args.get("reference", "") + "\",\n  \"sequences\": " +
+                     std::to_string(sequences.size()) +
+                     ",\n  \"positions\": " + std::to_string(positions) +
+                     ",\n  \"layers\": [\n";
   for (int32_t l = 0; l < layers; ++l)
-    std::fprintf(f, "    {\"layer\": %d, \"snr_db\": %s, \"max_abs_error\": %s}%s\n",
-                 l, number(state.layers[l].snr()).c_str(),
-                 number(state.layers[l].maxError).c_str(),
-                 l + 1 < layers ? "," : "");
-  std::fprintf(f, "  ],\n  \"logits\": {\"snr_db\": %s, \"max_abs_error\": %s, "
-                  "\"greedy_agreement\": %s},\n",
-               number(logits.snr()).c_str(), number(logits.maxError).c_str(),
-               number(agreement).c_str());
-  std::fprintf(f, "  \"generation\": {\"tokens_per_build\": %lld, \"identical\": "
-                  "%lld, \"identical_before_first_difference\": %lld}\n}\n",
-               generated, identical, identicalPrefix);
-  bool ok = std::fclose(f) == 0;
-  if (!ok || std::rename(temporary.c_str(), jsonPath.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return fail(jsonPath + ": cannot write");
-  }
+    json += "    {\"layer\": " + std::to_string(l) +
+            ", \"snr_db\": " + number(state.layers[l].snr()) +
+            ", \"max_abs_error\": " + number(state.layers[l].maxError) + "}" +
+            (l + 1 < layers ? ",\n" : "\n");
+  json += "  ],\n  \"logits\": {\"snr_db\": " + number(logits.snr()) +
+          ", \"max_abs_error\": " + number(logits.maxError) +
+          ", \"greedy_agreement\": " + number(agreement) +
+          "},\n  \"generation\": {\"tokens_per_build\": " +
+          std::to_string(generated) +
+          ", \"identical\": " + std::to_string(identical) +
+          ", \"identical_before_first_difference\": " +
+          std::to_string(identicalPrefix) + "}\n}\n";
+  if (std::string e = writeFile(jsonPath, json); !e.empty())
+    return fail(e);
   if (!quiet)
     std::fprintf(stderr, "spark-fidelity: wrote %s\n", jsonPath.c_str());
   return 0;
