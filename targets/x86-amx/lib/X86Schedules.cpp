@@ -42,6 +42,7 @@ std::vector<TargetVariant> hostVariants() {
   avx2.name = "avx2";
   avx2.halide = Target(base);
   avx2.vectorFloats = 8;
+  avx2.avx2Linear = true;
   avx2.cpuCondition = "__builtin_cpu_supports(\"avx2\") && "
                       "__builtin_cpu_supports(\"fma\") && "
                       "__builtin_cpu_supports(\"f16c\")";
@@ -78,6 +79,45 @@ bool isBF16Prefill(const KernelSpec &spec) {
          spec.weightType == DType::BF16;
 }
 
+
+/// The AVX2 variant's matrix kernels: every quantized scheme and bf16
+/// weights, decode and prefill (avx2_linear.c).
+const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
+  static const std::vector<const char *> flags = {"-mavx2", "-mfma", "-mf16c"};
+  static const Microkernel w8a8 = {"spark_avx2_linear_w8a8", "avx2_linear.c",
+                                   flags};
+  static const Microkernel w4a8 = {"spark_avx2_linear_w4a8", "avx2_linear.c",
+                                   flags};
+  static const Microkernel w4a16[] = {
+      {"spark_avx2_linear_w4a16", "avx2_linear.c", flags},
+      {"spark_avx2_linear_w4a16_xbf16", "avx2_linear.c", flags},
+      {"spark_avx2_linear_w4a16_xf16", "avx2_linear.c", flags}};
+  static const Microkernel w8a16[] = {
+      {"spark_avx2_linear_w8a16", "avx2_linear.c", flags},
+      {"spark_avx2_linear_w8a16_xbf16", "avx2_linear.c", flags},
+      {"spark_avx2_linear_w8a16_xf16", "avx2_linear.c", flags}};
+  static const Microkernel bf16 = {"spark_avx2_linear_bf16", "avx2_linear.c",
+                                   flags};
+  if (spec.kind != KernelKind::Linear || spec.out % 4 != 0)
+    return nullptr;
+  // Which of the three: the rounding of 16-bit inputs.
+  const int rounding = spec.inputType == DType::BF16  ? 1
+                       : spec.inputType == DType::F16 ? 2
+                                                      : 0;
+  if (spec.isInt8Linear(false) && spec.in % 32 == 0)
+    return &w8a8;
+  if (spec.isInt8Linear(true))
+    return &w4a8;
+  if (spec.inputBits)
+    return nullptr;
+  if (spec.group == 128 && !spec.symmetricGroups)
+    return &w4a16[rounding];
+  if (spec.weightType == DType::I8 && !spec.group && spec.in % 16 == 0)
+    return &w8a16[rounding];
+  if (spec.weightType == DType::BF16 && spec.in % 16 == 0)
+    return &bf16;
+  return nullptr;
+}
 
 const Microkernel *microkernelFor(const TargetVariant &variant,
                                   const KernelSpec &spec) {
@@ -140,12 +180,16 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
     return spec.inputType == DType::BF16  ? &avx512W4BF16
            : spec.inputType == DType::F16 ? &avx512W4F16
                                           : &avx512W4;
+  if (variant.avx2Linear)
+    return avx2MicrokernelFor(spec);
   return nullptr;
 }
 
 bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec) {
   if (variant.bf16Dot || variant.int8Dot)
     return false; // their own kernels are microkernels; the rest: fallback
+  if (variant.avx2Linear)
+    return !microkernelFor(variant, spec);
   if (!variant.matrixTiles)
     return true;
   // Whole 8 x 8 tiles over the rows, K in bf16 pairs.

@@ -16,6 +16,7 @@
  * -mf16c; used by the avx512vnni variant (every AVX512_VNNI CPU). */
 #include "HalideRuntime.h"
 #include "microkernel_support.h"
+#include "x86_inputs.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -107,45 +108,15 @@ static int w4_task(void *user_context, int task, uint8_t *closure) {
   return 0;
 }
 
-/* How the inputs are rounded before the product: the build's 16-bit
- * activation type (--activations), as the Halide kernel rounds them. */
-enum { kF32Inputs, kBF16Inputs, kF16Inputs };
-
-static inline float round_input(float v, int rounding) {
-  if (rounding == kBF16Inputs)
-    return spark_round_bf16(v);
-  if (rounding == kF16Inputs)
-    return _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
-  return v;
-}
-
 static int w4a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
                  halide_buffer_t *zeros, halide_buffer_t *out, int rounding) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  const int groups = K / kGroup, xs = x->dim[1].stride;
   if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
       !spark_groups_fit(x, scales, kGroup) || !spark_groups_fit(x, zeros, kGroup))
     return -1;
-  float *reordered = NULL, *sums = NULL;
-  if (posix_memalign((void **)&reordered, 64, sizeof(float) * (size_t)T * K) != 0)
+  float *reordered, *sums;
+  if (spark_prepare_inputs(x, rounding, kGroup, &reordered, &sums) != 0)
     return -1;
-  sums = (float *)malloc(sizeof(float) * (size_t)T * groups);
-  if (!sums) {
-    free(reordered);
-    return -1;
-  }
-  for (int t = 0; t < T; ++t)
-    for (int g = 0; g < groups; ++g) {
-      const float *from = (const float *)x->host + (size_t)t * xs + g * kGroup;
-      float *to = reordered + (size_t)t * K + g * kGroup;
-      float sum = 0.0f;
-      for (int i = 0; i < kGroup; ++i) {
-        const float v = round_input(from[i], rounding);
-        to[(i % 2) * (kGroup / 2) + i / 2] = v;
-        sum += v;
-      }
-      sums[(size_t)t * groups + g] = sum;
-    }
   w4_job job = {(const uint8_t *)w->host, (const uint16_t *)scales->host,
                 (const uint16_t *)zeros->host, reordered, sums,
                 (float *)out->host, K, N, T, out->dim[1].stride};
@@ -160,18 +131,18 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales
 int spark_avx512_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
                               halide_buffer_t *scales, halide_buffer_t *zeros,
                               halide_buffer_t *out) {
-  return w4a16(x, w, scales, zeros, out, kF32Inputs);
+  return w4a16(x, w, scales, zeros, out, kSparkF32Inputs);
 }
 
 int spark_avx512_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
                                     halide_buffer_t *scales,
                                     halide_buffer_t *zeros,
                                     halide_buffer_t *out) {
-  return w4a16(x, w, scales, zeros, out, kBF16Inputs);
+  return w4a16(x, w, scales, zeros, out, kSparkBF16Inputs);
 }
 
 int spark_avx512_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
                                    halide_buffer_t *scales,
                                    halide_buffer_t *zeros, halide_buffer_t *out) {
-  return w4a16(x, w, scales, zeros, out, kF16Inputs);
+  return w4a16(x, w, scales, zeros, out, kSparkF16Inputs);
 }

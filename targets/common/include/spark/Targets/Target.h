@@ -40,6 +40,9 @@ struct TargetVariant {
   /// int8 dot-product microkernels (vpdpbusd on x86); the rest from
   /// `fallback`.
   bool int8Dot = false;
+  /// AVX2 variant: the quantized and bf16 matrix kernels run the AVX2
+  /// microkernels (avx2_linear.c); Halide compiles the rest.
+  bool avx2Linear = false;
 };
 
 /// A hand-written kernel behind the Halide kernel interface.

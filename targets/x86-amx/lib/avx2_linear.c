@@ -1,0 +1,462 @@
+/* avx2_linear.c - AVX2 kernels for the quantized and bf16 matrix products of
+ * the avx2 variant (CPUs without AVX-512: the variant that serves every
+ * x86-64 CPU with AVX2, FMA and F16C).
+ *
+ * Same interface as the Halide linear kernels (x f32 [K, T], out f32 [N, T]):
+ *   w8a8:  (x, w s8 [K, N], scales f32 [N], input_scale, out)
+ *   w4a8:  (x, w u8 [K/2, N], scales f16 [K/128, N], input_scale, out)
+ *   w4a16: (x, w u8 [K/2, N], scales f16 [K/128, N], zeros f16 [K/128, N], out)
+ *   w8a16: (x, w s8 [K, N], scales f32 [N], out)
+ *   bf16:  (x, w bf16 [K, N], out)
+ * 4-bit weights hold two codes a byte, low nibble first, in groups of 128
+ * along K. Integer inputs (a8) are quantized per call with the rule of the
+ * Halide kernels (microkernel_support.h); 16-bit inputs are rounded to the
+ * build's activation type (x86_inputs.h) and multiplied in f32.
+ *
+ * Int8 products use vpmaddubsw (u8 x s8 pairs into int16) and vpmaddwd
+ * (int16 pairs into int32):
+ *   w8a8: |x| is the unsigned side and the weights carry the sign of x
+ *         (vpsignb); |x w| <= 127 * 127, so no pair saturates.
+ *   w4a8: the codes 0..15 are the unsigned side; a group's int16 partial
+ *         sums stay below 4 * 2 * 15 * 127; the -8 of (code - 8) * scale
+ *         comes off as 8 * scale * the group's sum of input codes.
+ * 16-bit products widen the weights to f32 (4-bit: the zero point comes off
+ * as scale * zero * the group's input sum) and accumulate with FMAs.
+ *
+ * Each parallel task takes kRowsPerTask rows. One token (decode) runs 4 rows
+ * at a time, each row streamed once; more tokens run one row against 4
+ * tokens at a time, so every weight load feeds 4 tokens while the task's
+ * rows stay in cache. AVX2 has 16 vector registers: a block keeps at most 8
+ * accumulators. Compiled with -mavx2 -mfma -mf16c. */
+#include "HalideRuntime.h"
+#include "microkernel_support.h"
+#include "x86_inputs.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+enum { kRowsPerTask = 64, kGroup = 128 };
+
+#define SPARK_BLOCK static inline __attribute__((always_inline)) void
+
+typedef struct avx2_job {
+  const uint8_t *w;          /* [N][row bytes] */
+  const float *row_scales;   /* w8a8, w8a16: [N] */
+  const uint16_t *scales;    /* 4-bit: f16 [N][K/128] */
+  const uint16_t *zeros;     /* w4a16: f16 [N][K/128] */
+  const int8_t *codes;       /* a8: [T][K] (w4a8: reordered per group) */
+  const int8_t *magnitudes;  /* w8a8: |codes| */
+  const float *token_scales; /* a8: [T] */
+  const float *inputs;       /* a16: [T][K] (w4a16: reordered per group) */
+  const float *sums;         /* 4-bit: [T][K/128] input (code) sums */
+  float *out;                /* [T][out_stride] */
+  int K, N, T, out_stride;
+} avx2_job;
+
+static inline float hsum_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+static inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v),
+                            _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+/* ---- int8 inputs ------------------------------------------------------- */
+
+/* Rows n..n+RB-1 times tokens t0..t0+TB-1 (RB * TB <= 4). */
+SPARK_BLOCK w8a8_block(const avx2_job *j, int n, int t0, const int RB,
+                       const int TB) {
+  const int K = j->K;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[4];
+  for (int i = 0; i < RB * TB; ++i)
+    acc[i] = _mm256_setzero_si256();
+  for (int k = 0; k < K; k += 32) {
+    for (int r = 0; r < RB; ++r) {
+      const __m256i wv =
+          _mm256_loadu_si256((const __m256i *)(j->w + (size_t)(n + r) * K + k));
+      for (int t = 0; t < TB; ++t) {
+        const size_t at = (size_t)(t0 + t) * K + k;
+        const __m256i xv = _mm256_load_si256((const __m256i *)(j->codes + at));
+        const __m256i ax =
+            _mm256_load_si256((const __m256i *)(j->magnitudes + at));
+        const __m256i pairs =
+            _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv));
+        acc[r * TB + t] =
+            _mm256_add_epi32(acc[r * TB + t], _mm256_madd_epi16(pairs, ones));
+      }
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int t = 0; t < TB; ++t)
+      j->out[(size_t)(t0 + t) * j->out_stride + n + r] =
+          (float)hsum_epi32(acc[r * TB + t]) * j->row_scales[n + r] *
+          j->token_scales[t0 + t];
+}
+
+SPARK_BLOCK w4a8_block(const avx2_job *j, int n, int t0, const int RB,
+                       const int TB) {
+  const int K = j->K, groups = K / kGroup;
+  const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0f);
+  __m256 acc[4];
+  float offset[4];
+  for (int i = 0; i < RB * TB; ++i) {
+    acc[i] = _mm256_setzero_ps();
+    offset[i] = 0.0f;
+  }
+  for (int g = 0; g < groups; ++g) {
+    __m256i part[4]; /* int16 pair sums of the group */
+    for (int i = 0; i < RB * TB; ++i)
+      part[i] = _mm256_setzero_si256();
+    for (int q = 0; q < 2; ++q) { /* 32 bytes: 32 even + 32 odd codes */
+      for (int r = 0; r < RB; ++r) {
+        const __m256i bytes = _mm256_loadu_si256(
+            (const __m256i *)(j->w + (size_t)(n + r) * (K / 2) +
+                              (size_t)g * (kGroup / 2) + 32 * q));
+        const __m256i even = _mm256_and_si256(bytes, low);
+        const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+        for (int t = 0; t < TB; ++t) {
+          const int8_t *c = j->codes + (size_t)(t0 + t) * K +
+                            (size_t)g * kGroup + 32 * q;
+          const __m256i xe = _mm256_load_si256((const __m256i *)c);
+          const __m256i xo = _mm256_load_si256((const __m256i *)(c + 64));
+          part[r * TB + t] = _mm256_add_epi16(
+              part[r * TB + t], _mm256_add_epi16(_mm256_maddubs_epi16(even, xe),
+                                                 _mm256_maddubs_epi16(odd, xo)));
+        }
+      }
+    }
+    for (int r = 0; r < RB; ++r) {
+      const float scale = _cvtsh_ss(j->scales[(size_t)(n + r) * groups + g]);
+      for (int t = 0; t < TB; ++t) {
+        const __m256 dot =
+            _mm256_cvtepi32_ps(_mm256_madd_epi16(part[r * TB + t], ones));
+        acc[r * TB + t] =
+            _mm256_fmadd_ps(dot, _mm256_set1_ps(scale), acc[r * TB + t]);
+        offset[r * TB + t] += scale * j->sums[(size_t)(t0 + t) * groups + g];
+      }
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int t = 0; t < TB; ++t)
+      j->out[(size_t)(t0 + t) * j->out_stride + n + r] =
+          (hsum_ps(acc[r * TB + t]) - 8.0f * offset[r * TB + t]) *
+          j->token_scales[t0 + t];
+}
+
+/* ---- 16-bit inputs, f32 products --------------------------------------- */
+
+/* 8 weights from row `row` at column k as f32: int8 codes (w8a16) or bf16. */
+static inline __m256 widen8(const avx2_job *j, int bf16, int row, int k) {
+  if (bf16) {
+    const __m128i h = _mm_loadu_si128(
+        (const __m128i *)(j->w + ((size_t)row * j->K + k) * 2));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  const __m128i b =
+      _mm_loadl_epi64((const __m128i *)(j->w + (size_t)row * j->K + k));
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+}
+
+/* w8a16 and bf16 (`bf16` constant after inlining). Two partial sums per
+ * product break the FMA latency chain of a single row. */
+SPARK_BLOCK wide_block(const avx2_job *j, int bf16, int n, int t0, const int RB,
+                       const int TB) {
+  const int K = j->K;
+  __m256 acc[2][4];
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < RB * TB; ++i)
+      acc[h][i] = _mm256_setzero_ps();
+  for (int k = 0; k < K; k += 16) {
+    for (int r = 0; r < RB; ++r) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256 wv = widen8(j, bf16, n + r, k + 8 * h);
+        for (int t = 0; t < TB; ++t)
+          acc[h][r * TB + t] = _mm256_fmadd_ps(
+              wv, _mm256_load_ps(j->inputs + (size_t)(t0 + t) * K + k + 8 * h),
+              acc[h][r * TB + t]);
+      }
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int t = 0; t < TB; ++t) {
+      float v = hsum_ps(_mm256_add_ps(acc[0][r * TB + t], acc[1][r * TB + t]));
+      if (!bf16)
+        v *= j->row_scales[n + r];
+      j->out[(size_t)(t0 + t) * j->out_stride + n + r] = v;
+    }
+}
+
+SPARK_BLOCK w4a16_block(const avx2_job *j, int n, int t0, const int RB,
+                        const int TB) {
+  const int K = j->K, groups = K / kGroup;
+  const __m256i low = _mm256_set1_epi32(15);
+  __m256 acc[4];
+  float offset[4];
+  for (int i = 0; i < RB * TB; ++i) {
+    acc[i] = _mm256_setzero_ps();
+    offset[i] = 0.0f;
+  }
+  for (int g = 0; g < groups; ++g) {
+    __m256 even[4], odd[4]; /* the group's products, two chains each */
+    for (int i = 0; i < RB * TB; ++i)
+      even[i] = odd[i] = _mm256_setzero_ps();
+    for (int q = 0; q < 8; ++q) { /* 8 bytes: 8 even + 8 odd codes */
+      for (int r = 0; r < RB; ++r) {
+        const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+            (const __m128i *)(j->w + (size_t)(n + r) * (K / 2) +
+                              (size_t)g * (kGroup / 2) + 8 * q)));
+        const __m256 e = _mm256_cvtepi32_ps(_mm256_and_si256(bytes, low));
+        const __m256 o = _mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4));
+        for (int t = 0; t < TB; ++t) {
+          const float *x =
+              j->inputs + (size_t)(t0 + t) * K + (size_t)g * kGroup + 8 * q;
+          even[r * TB + t] =
+              _mm256_fmadd_ps(e, _mm256_load_ps(x), even[r * TB + t]);
+          odd[r * TB + t] =
+              _mm256_fmadd_ps(o, _mm256_load_ps(x + 64), odd[r * TB + t]);
+        }
+      }
+    }
+    for (int r = 0; r < RB; ++r) {
+      const size_t at = (size_t)(n + r) * groups + g;
+      const float scale = _cvtsh_ss(j->scales[at]);
+      const float zero = _cvtsh_ss(j->zeros[at]);
+      for (int t = 0; t < TB; ++t) {
+        acc[r * TB + t] = _mm256_fmadd_ps(
+            _mm256_add_ps(even[r * TB + t], odd[r * TB + t]),
+            _mm256_set1_ps(scale), acc[r * TB + t]);
+        offset[r * TB + t] +=
+            scale * zero * j->sums[(size_t)(t0 + t) * groups + g];
+      }
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int t = 0; t < TB; ++t)
+      j->out[(size_t)(t0 + t) * j->out_stride + n + r] =
+          hsum_ps(acc[r * TB + t]) - offset[r * TB + t];
+}
+
+/* ---- tasks -------------------------------------------------------------- */
+
+enum { kW8A8, kW4A8, kW4A16, kW8A16, kBF16 };
+
+/* One block shape of one kind (all constants after inlining). */
+SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
+                  const int RB, const int TB) {
+  switch (kind) {
+  case kW8A8:
+    w8a8_block(j, n, t0, RB, TB);
+    break;
+  case kW4A8:
+    w4a8_block(j, n, t0, RB, TB);
+    break;
+  case kW4A16:
+    w4a16_block(j, n, t0, RB, TB);
+    break;
+  case kW8A16:
+    wide_block(j, 0, n, t0, RB, TB);
+    break;
+  case kBF16:
+    wide_block(j, 1, n, t0, RB, TB);
+    break;
+  }
+}
+
+/* The rows of `task`: 4 tokens at a time against one row, then the tokens
+ * left over one at a time against 4 rows. */
+static inline __attribute__((always_inline)) int run_task(int task,
+                                                          const avx2_job *j,
+                                                          const int kind) {
+  const int n0 = task * kRowsPerTask;
+  const int n1 = n0 + kRowsPerTask < j->N ? n0 + kRowsPerTask : j->N;
+  int t0 = 0;
+  for (; t0 + 4 <= j->T; t0 += 4)
+    for (int n = n0; n < n1; ++n)
+      block(j, kind, n, t0, 1, 4);
+  for (; t0 < j->T; ++t0)
+    for (int n = n0; n < n1; n += 4)
+      block(j, kind, n, t0, 4, 1);
+  return 0;
+}
+
+#define SPARK_TASK(name, kind)                                                 \
+  static int name(void *user_context, int task, uint8_t *closure) {           \
+    (void)user_context;                                                        \
+    return run_task(task, (const avx2_job *)closure, kind);                    \
+  }
+SPARK_TASK(w8a8_task, kW8A8)
+SPARK_TASK(w4a8_task, kW4A8)
+SPARK_TASK(w4a16_task, kW4A16)
+SPARK_TASK(w8a16_task, kW8A16)
+SPARK_TASK(bf16_task, kBF16)
+
+static int run_rows(avx2_job *job, int (*task)(void *, int, uint8_t *)) {
+  return halide_do_par_for(NULL, task, 0,
+                           (job->N + kRowsPerTask - 1) / kRowsPerTask,
+                           (uint8_t *)job);
+}
+
+/* ---- entry points ------------------------------------------------------- */
+
+static avx2_job job_of(halide_buffer_t *x, halide_buffer_t *w,
+                       halide_buffer_t *out) {
+  avx2_job job = {0};
+  job.w = (const uint8_t *)w->host;
+  job.out = (float *)out->host;
+  job.K = x->dim[0].extent;
+  job.T = x->dim[1].extent;
+  job.N = w->dim[1].extent;
+  job.out_stride = out->dim[1].stride;
+  return job;
+}
+
+/* int8 inputs: quantized per call (w4a8: each group's code sum, then its
+ * codes reordered into nibble order; w8a8: the magnitudes beside them). */
+static int run_int8(halide_buffer_t *x, float input_scale, avx2_job *job,
+                    int four_bit, int (*task)(void *, int, uint8_t *)) {
+  const int K = job->K, T = job->T, groups = K / kGroup;
+  int8_t *codes, *magnitudes = NULL;
+  float *token_scales, *sums = NULL;
+  if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
+    return -1;
+  int rc = -1;
+  if (four_bit)
+    sums = (float *)malloc(sizeof(float) * (size_t)(T > 0 ? T : 1) *
+                           (groups > 0 ? groups : 1));
+  else
+    if (posix_memalign((void **)&magnitudes, 128, (size_t)(T > 0 ? T : 1) * K) != 0)
+      magnitudes = NULL;
+  if (four_bit ? sums != NULL : magnitudes != NULL) {
+    for (int t = 0; t < T; ++t) {
+      int8_t *row = codes + (size_t)t * K;
+      if (!four_bit) {
+        for (int k = 0; k < K; ++k)
+          magnitudes[(size_t)t * K + k] = (int8_t)(row[k] < 0 ? -row[k] : row[k]);
+        continue;
+      }
+      for (int g = 0; g < groups; ++g) {
+        int32_t sum = 0;
+        for (int i = 0; i < kGroup; ++i)
+          sum += row[g * kGroup + i];
+        sums[(size_t)t * groups + g] = (float)sum;
+      }
+      spark_split_even_odd(row, K, kGroup);
+    }
+    job->codes = codes;
+    job->magnitudes = magnitudes;
+    job->token_scales = token_scales;
+    job->sums = sums;
+    rc = run_rows(job, task);
+  }
+  free(codes);
+  free(magnitudes);
+  free(token_scales);
+  free(sums);
+  return rc;
+}
+
+int spark_avx2_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
+                           halide_buffer_t *scales, float input_scale,
+                           halide_buffer_t *out) {
+  if (!spark_linear_fits(x, w, out, 1, 32, 4))
+    return -1;
+  avx2_job job = job_of(x, w, out);
+  job.row_scales = (const float *)scales->host;
+  return run_int8(x, input_scale, &job, 0, w8a8_task);
+}
+
+int spark_avx2_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
+                           halide_buffer_t *scales, float input_scale,
+                           halide_buffer_t *out) {
+  if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
+      !spark_groups_fit(x, scales, kGroup))
+    return -1;
+  avx2_job job = job_of(x, w, out);
+  job.scales = (const uint16_t *)scales->host;
+  return run_int8(x, input_scale, &job, 1, w4a8_task);
+}
+
+/* 16-bit inputs: rounded (and for 4-bit weights reordered) per call. */
+static int run_wide(halide_buffer_t *x, int rounding, int group, avx2_job *job,
+                    int (*task)(void *, int, uint8_t *)) {
+  float *inputs, *sums = NULL;
+  if (spark_prepare_inputs(x, rounding, group, &inputs, &sums) != 0)
+    return -1;
+  job->inputs = inputs;
+  job->sums = sums;
+  int rc = run_rows(job, task);
+  free(inputs);
+  free(sums);
+  return rc;
+}
+
+static int w4a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
+                 halide_buffer_t *zeros, halide_buffer_t *out, int rounding) {
+  if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
+      !spark_groups_fit(x, scales, kGroup) || !spark_groups_fit(x, zeros, kGroup))
+    return -1;
+  avx2_job job = job_of(x, w, out);
+  job.scales = (const uint16_t *)scales->host;
+  job.zeros = (const uint16_t *)zeros->host;
+  return run_wide(x, rounding, kGroup, &job, w4a16_task);
+}
+
+int spark_avx2_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
+                            halide_buffer_t *scales, halide_buffer_t *zeros,
+                            halide_buffer_t *out) {
+  return w4a16(x, w, scales, zeros, out, kSparkF32Inputs);
+}
+
+int spark_avx2_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
+                                  halide_buffer_t *scales,
+                                  halide_buffer_t *zeros, halide_buffer_t *out) {
+  return w4a16(x, w, scales, zeros, out, kSparkBF16Inputs);
+}
+
+int spark_avx2_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
+                                 halide_buffer_t *scales,
+                                 halide_buffer_t *zeros, halide_buffer_t *out) {
+  return w4a16(x, w, scales, zeros, out, kSparkF16Inputs);
+}
+
+static int w8a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
+                 halide_buffer_t *out, int rounding) {
+  if (!spark_linear_fits(x, w, out, 1, 16, 4))
+    return -1;
+  avx2_job job = job_of(x, w, out);
+  job.row_scales = (const float *)scales->host;
+  return run_wide(x, rounding, 0, &job, w8a16_task);
+}
+
+int spark_avx2_linear_w8a16(halide_buffer_t *x, halide_buffer_t *w,
+                            halide_buffer_t *scales, halide_buffer_t *out) {
+  return w8a16(x, w, scales, out, kSparkF32Inputs);
+}
+
+int spark_avx2_linear_w8a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
+                                  halide_buffer_t *scales,
+                                  halide_buffer_t *out) {
+  return w8a16(x, w, scales, out, kSparkBF16Inputs);
+}
+
+int spark_avx2_linear_w8a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
+                                 halide_buffer_t *scales, halide_buffer_t *out) {
+  return w8a16(x, w, scales, out, kSparkF16Inputs);
+}
+
+int spark_avx2_linear_bf16(halide_buffer_t *x, halide_buffer_t *w,
+                           halide_buffer_t *out) {
+  if (!spark_linear_fits(x, w, out, 1, 16, 4))
+    return -1;
+  avx2_job job = job_of(x, w, out);
+  return run_wide(x, kSparkF32Inputs, 0, &job, bf16_task);
+}
