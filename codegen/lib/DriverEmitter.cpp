@@ -414,6 +414,28 @@ static double bitsPerWeight(const ModelPlan &plan) {
   return parameters > 0 ? bits / parameters : 0.0;
 }
 
+/// Bytes of the weight pack one decode step reads: every tensor a kernel
+/// reads whole (the matrices, their scales and zero points, the norms), not
+/// the tables a step reads one row of (the embedding lookup, RoPE tables;
+/// a tied embedding is still counted, as the head reads it whole).
+static uint64_t decodeWeightBytes(const ModelPlan &plan) {
+  std::set<int64_t> read;
+  for (const Step &s : plan.steps) {
+    if (s.kind != Step::Kind::Call)
+      continue;
+    KernelKind kind = plan.kernels[s.kernel].kind;
+    if (kind == KernelKind::Embed || kind == KernelKind::Rope)
+      continue;
+    for (const Step::Arg &a : s.args)
+      if (!a.scalar && a.view.base == View::Base::Weight)
+        read.insert(a.view.index);
+  }
+  uint64_t bytes = 0;
+  for (int64_t index : read)
+    bytes += plan.tensors[index].bytes();
+  return bytes;
+}
+
 std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
                          StringRef commandLine) {
   json::Array files{"libspark_model.a"}, variantNames;
@@ -472,6 +494,7 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
       {"cache_bytes", cacheBytes},
       {"rope_table_bytes", ropeBytes},
       {"pack_bytes", packBytes},
+      {"decode_weight_bytes", decodeWeightBytes(plan)},
       {"pack_tensors", plan.tensors.size()},
       {"variants", std::move(variantNames)},
       // Into the quantized products: dynamic / static int8, or f32 / bf16 /

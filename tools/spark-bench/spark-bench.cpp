@@ -1,30 +1,49 @@
-//===- spark-bench.cpp - prefill / decode speed, load time, memory --------===//
+//===- spark-bench.cpp - prefill / decode speed, roofline, load, memory ---===//
 //
-// spark-bench OUT [-p 512] [-n 128] [-t 1,2] [-r 3]
+// spark-bench OUT [-p 512] [-n 128] [-t 1,2] [-r 3] [-d 0,4096] [--json PATH]
 //
 // Prints, in llama-bench's table form, pp<P> (prompt tokens per second in
-// prefill chunks) and tg<N> (tokens per second decoding one at a time from an
-// empty context), then the time from spark_model_open to a session ready to
-// decode and the peak anonymous RSS (RssAnon, not VmRSS: the weights are a
-// file mapping and do not count). A benchmark, not a test: quote ratios
-// measured in one run.
+// prefill chunks) and tg<N> (tokens per second decoding one at a time, from
+// an empty context or after -d tokens of prefill), then the time from
+// spark_model_open to a session ready to decode and the peak anonymous RSS
+// (RssAnon, not VmRSS: the weights are a file mapping and do not count).
+//
+// Beside each tg row: the read bandwidth of this machine measured in the same
+// run with the same thread count (a stream over a 1 GiB buffer, just before
+// that thread count's rows), the bytes one decode step reads (the weights the
+// manifest's decode_weight_bytes names, plus the cache positions attention
+// reads, averaged over the run) and the decode speed as a share of the
+// roofline, bandwidth / bytes per token. A benchmark, not a test: quote
+// ratios measured in one run.
 //
 //===----------------------------------------------------------------------===//
 #include "ModelLoader.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
 
-const char *kUsage = "usage: spark-bench OUT [-p|--prompt 512] [-n|--gen 128] "
-                     "[-t|--threads 1,2] [-r|--repetitions 3] [--no-verify]\n";
+const char *kUsage =
+    "usage: spark-bench OUT [-p|--prompt 512] [-n|--gen 128] [-t|--threads 1,2]\n"
+    "                   [-r|--repetitions 3] [-d|--depth 0[,4096,...]]\n"
+    "                   [--json PATH] [--no-bandwidth] [--no-verify]\n"
+    "  -d: decode after this many prefilled positions (one tg row each)\n"
+    "  --json: also write the results as JSON to PATH\n"
+    "  --no-bandwidth: skip the stream-bandwidth probe and roofline columns\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "spark-bench: error: %s\n", message.c_str());
@@ -50,6 +69,72 @@ struct Stats {
   double mean = 0, stddev = 0;
 };
 
+/// Read bandwidth in GB/s with `threads` threads: the best of 5 passes over
+/// `buffer`, each thread summing its own slice with 4 independent 16-byte
+/// vector accumulators.
+double streamBandwidth(const std::vector<float> &buffer, int threads) {
+  typedef float v4 __attribute__((vector_size(16)));
+  const size_t vectors = buffer.size() / 4;
+  const v4 *data = reinterpret_cast<const v4 *>(buffer.data());
+  double best = 0;
+  volatile float sink = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    std::vector<float> sums(size_t(threads), 0.0f);
+    double start = now();
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        size_t begin = vectors * size_t(t) / size_t(threads) / 4 * 4;
+        size_t end = vectors * size_t(t + 1) / size_t(threads) / 4 * 4;
+        v4 a = {0, 0, 0, 0}, b = a, c = a, d = a;
+        for (size_t i = begin; i < end; i += 4) {
+          a += data[i];
+          b += data[i + 1];
+          c += data[i + 2];
+          d += data[i + 3];
+        }
+        v4 s = a + b + c + d;
+        sums[size_t(t)] = s[0] + s[1] + s[2] + s[3];
+      });
+    for (std::thread &w : workers)
+      w.join();
+    double seconds = now() - start;
+    for (float v : sums)
+      sink = sink + v;
+    best = std::max(best, double(buffer.size() * sizeof(float)) / seconds / 1e9);
+  }
+  return best;
+}
+
+/// The manifest's decode_weight_bytes (0 when the build predates it).
+uint64_t decodeWeightBytes(const std::string &outDir) {
+  std::ifstream in(outDir + "/manifest.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string key = "\"decode_weight_bytes\":";
+  std::string all = text.str();
+  size_t at = all.find(key);
+  return at == std::string::npos
+             ? 0
+             : std::strtoull(all.c_str() + at + key.size(), nullptr, 10);
+}
+
+/// Cache bytes attention reads for a token at position `pos` (its own key
+/// and value included): a ring cache at most its slots, a linear one every
+/// position so far.
+uint64_t cacheBytesAt(const spark_model_def *def, int64_t pos) {
+  uint64_t bytes = 0;
+  for (int32_t i = 0; i < def->num_caches; ++i) {
+    const spark_cache_def &c = def->caches[i];
+    int64_t positions = pos + 1;
+    if (c.layout == SPARK_CACHE_RING)
+      positions = std::min<int64_t>(positions, c.slots);
+    bytes += uint64_t(positions) * uint64_t(c.kv_heads) * uint64_t(c.head_dim) *
+             (c.dtype == SPARK_DTYPE_F32 ? 4 : 2);
+  }
+  return bytes;
+}
+
 Stats stats(const std::vector<double> &values) {
   Stats s;
   for (double v : values)
@@ -59,6 +144,23 @@ Stats stats(const std::vector<double> &values) {
     s.stddev += (v - s.mean) * (v - s.mean);
   s.stddev = values.size() > 1 ? std::sqrt(s.stddev / double(values.size() - 1)) : 0;
   return s;
+}
+
+/// A comma-separated list of integers >= `least`; "" on success, else why not.
+std::string parseList(const std::string &text, const char *option, int least,
+                      std::vector<int> &out) {
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, ',');) {
+    char *end = nullptr;
+    long value = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || value < least || value > (1L << 30))
+      return std::string(option) + ": '" + item + "' is not " +
+             (least > 0 ? "a positive" : "a non-negative") + " whole number";
+    out.push_back(int(value));
+  }
+  if (out.empty())
+    return std::string(option) + ": expected a comma-separated list";
+  return "";
 }
 
 } // namespace
@@ -74,13 +176,15 @@ int main(int argc, char **argv) {
     else if (a == "-n") a = "--gen";
     else if (a == "-t") a = "--threads";
     else if (a == "-r") a = "--repetitions";
+    else if (a == "-d") a = "--depth";
     storage.push_back(a);
   }
   for (std::string &s : storage)
     normalized.push_back(s.data());
   spark::Arguments args(int(normalized.size()), normalized.data(),
                         {{"prompt", true}, {"gen", true}, {"threads", true},
-                         {"repetitions", true}, {"no-verify", false},
+                         {"repetitions", true}, {"depth", true}, {"json", true},
+                         {"no-bandwidth", false}, {"no-verify", false},
                          {"help", false}});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -92,21 +196,26 @@ int main(int argc, char **argv) {
     return fail(args.error() + "\n" + kUsage);
   if (args.positional().size() != 1)
     return fail(std::string("expected one output folder\n") + kUsage);
-  std::vector<int> threadCounts;
-  std::stringstream list(args.get("threads", "1,2"));
-  for (std::string item; std::getline(list, item, ',');) {
-    int t = std::atoi(item.c_str());
-    if (t < 1)
-      return fail("--threads: '" + item + "' is not a positive thread count");
-    threadCounts.push_back(t);
-  }
+  const std::string outDir = args.positional()[0];
+  std::vector<int> threadCounts, depths;
+  std::string listError =
+      parseList(args.get("threads", "1,2"), "--threads", 1, threadCounts);
+  if (listError.empty())
+    listError = parseList(args.get("depth", "0"), "--depth", 0, depths);
+  if (!listError.empty())
+    return fail(listError);
   if (prompt < 1 || gen < 1 || reps < 1)
     return fail("-p, -n and -r must be positive");
+  const bool probe = !args.has("no-bandwidth");
+  const uint64_t weightBytes = decodeWeightBytes(outDir);
 
   struct Row {
     int threads;
     std::string test;
     Stats speed;
+    int depth = -1;         // tg rows: the prefilled positions
+    double bandwidth = 0;   // GB/s, this thread count's probe
+    double bytesPerToken = 0;
   };
   std::vector<Row> rows;
   struct Load {
@@ -120,12 +229,17 @@ int main(int argc, char **argv) {
   // Copies: info's strings live in the library, unloaded after each run.
   std::string target, dispatch;
   for (int threads : threadCounts) {
+    double bandwidth = 0;
+    if (probe) { // freed before the model loads: not in the RSS figures
+      std::vector<float> buffer(size_t(1) << 28, 1.0f);
+      bandwidth = streamBandwidth(buffer, threads);
+    }
     spark::LoadedModel loaded;
     spark_open_params params = spark_open_params_default();
     params.num_threads = threads;
     params.verify_checksums = !args.has("no-verify");
     double start = now();
-    std::string error = loaded.load(args.positional()[0], params);
+    std::string error = loaded.load(outDir, params);
     if (!error.empty())
       return fail(error);
     spark_session *session;
@@ -135,47 +249,105 @@ int main(int argc, char **argv) {
     spark_model_get_info(loaded.model, &info);
     target = info.target;
     dispatch = info.dispatch;
-    if (prompt + 1 > info.max_context || gen > info.max_context)
+    auto definition = reinterpret_cast<const spark_model_def *(*)(void)>(
+        dlsym(loaded.library, "spark_model_definition"));
+    if (!definition)
+      return fail(outDir + "/libspark_model.so: no spark_model_definition");
+    const spark_model_def *def = definition();
+    const int maxDepth = *std::max_element(depths.begin(), depths.end());
+    if (prompt > info.max_context || maxDepth + gen > info.max_context)
       return fail("the build holds " + std::to_string(info.max_context) +
-                  " positions; -p and -n must fit (spark-compile --max-context)");
-    std::vector<int32_t> tokens(size_t(std::max(prompt, gen)));
+                  " positions; -p and -d + -n must fit (spark-compile "
+                  "--max-context)");
+    std::vector<int32_t> tokens(
+        size_t(std::max<long long>({prompt, gen, (long long)maxDepth})));
     uint64_t state = 42;
     for (int32_t &t : tokens) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       t = int32_t((state >> 33) % uint64_t(info.vocab_size));
     }
-    std::vector<double> pp, tg;
+    std::vector<double> pp;
     for (long long r = 0; r <= reps; ++r) { // r == 0 warms up
       spark_session_reset(session);
       double t0 = now();
       if (spark_status s = spark_session_eval(session, tokens.data(),
                                               int32_t(prompt), 0, nullptr))
         return fail(std::string("prefill: ") + spark_status_string(s));
-      double t1 = now();
-      spark_session_reset(session);
-      for (long long i = 0; i < gen; ++i)
-        if (spark_status s = spark_session_decode(session, tokens[size_t(i)]))
-          return fail(std::string("decode: ") + spark_status_string(s));
-      double t2 = now();
-      peakAnon = std::max(peakAnon, rssAnon());
-      if (r > 0) {
-        pp.push_back(double(prompt) / (t1 - t0));
-        tg.push_back(double(gen) / (t2 - t1));
-      }
+      if (r > 0)
+        pp.push_back(double(prompt) / (now() - t0));
     }
     rows.push_back({threads, "pp" + std::to_string(prompt), stats(pp)});
-    rows.push_back({threads, "tg" + std::to_string(gen), stats(tg)});
+    for (int depth : depths) {
+      // Prefill `depth` positions once and restore them before each run
+      // (the snapshot's own memory is left out of the RSS figures).
+      spark_session_reset(session);
+      if (depth > 0)
+        if (spark_status s = spark_session_eval(session, tokens.data(), depth,
+                                                0, nullptr))
+          return fail(std::string("prefill to depth: ") + spark_status_string(s));
+      std::vector<unsigned char> snapshot;
+      if (depth > 0) {
+        size_t snapshotBytes = 0;
+        spark_session_snapshot_bytes(session, &snapshotBytes);
+        snapshot.resize(snapshotBytes);
+        if (spark_status s = spark_session_snapshot(session, snapshot.data(),
+                                                    snapshot.size()))
+          return fail(std::string("snapshot: ") + spark_status_string(s));
+      }
+      std::vector<double> tg;
+      for (long long r = 0; r <= reps; ++r) {
+        spark_status restored =
+            depth > 0 ? spark_session_restore(session, snapshot.data(),
+                                              snapshot.size())
+                      : spark_session_reset(session);
+        if (restored != SPARK_OK)
+          return fail(std::string("restore: ") + spark_status_string(restored));
+        double t0 = now();
+        for (long long i = 0; i < gen; ++i)
+          if (spark_status s = spark_session_decode(session, tokens[size_t(i)]))
+            return fail(std::string("decode: ") + spark_status_string(s));
+        if (r > 0)
+          tg.push_back(double(gen) / (now() - t0));
+      }
+      size_t anon = rssAnon();
+      peakAnon = std::max(peakAnon, anon > snapshot.size() ? anon - snapshot.size() : 0);
+      double cacheBytes = 0;
+      for (long long i = 0; i < gen; ++i)
+        cacheBytes += double(cacheBytesAt(def, depth + i));
+      Row row{threads, "tg" + std::to_string(gen) +
+                           (depth ? " @ d" + std::to_string(depth) : ""),
+              stats(tg)};
+      row.depth = depth;
+      row.bandwidth = bandwidth;
+      row.bytesPerToken = double(weightBytes) + cacheBytes / double(gen);
+      rows.push_back(row);
+    }
     spark_session_destroy(session);
   }
 
-  std::printf("| model | size | backend | threads | test | t/s |\n"
-              "| --- | ---: | --- | ---: | ---: | ---: |\n");
-  for (const Row &row : rows)
-    std::printf("| spark %s | %.2f GiB | %s %s | %d | %s | %.2f ± %.2f |\n",
-                args.positional()[0].c_str(),
-                double(info.pack_bytes) / (1024.0 * 1024 * 1024), target.c_str(),
-                dispatch.c_str(), row.threads, row.test.c_str(), row.speed.mean,
-                row.speed.stddev);
+  const bool roofline = probe && weightBytes > 0;
+  std::printf("| model | size | backend | threads | test | t/s |%s\n"
+              "| --- | ---: | --- | ---: | ---: | ---: |%s\n",
+              roofline ? " read GB/s | MB/token | roofline t/s | % of roofline |" : "",
+              roofline ? " ---: | ---: | ---: | ---: |" : "");
+  for (const Row &row : rows) {
+    std::printf("| spark %s | %.2f GiB | %s %s | %d | %s | %.2f ± %.2f |",
+                outDir.c_str(), double(info.pack_bytes) / (1024.0 * 1024 * 1024),
+                target.c_str(), dispatch.c_str(), row.threads, row.test.c_str(),
+                row.speed.mean, row.speed.stddev);
+    if (roofline && row.depth >= 0) {
+      double limit = row.bandwidth * 1e9 / row.bytesPerToken;
+      std::printf(" %.1f | %.1f | %.2f | %.0f%% |", row.bandwidth,
+                  row.bytesPerToken / 1e6, limit, 100.0 * row.speed.mean / limit);
+    } else if (roofline) {
+      std::printf(" | | | |");
+    }
+    std::printf("\n");
+  }
+  if (probe && weightBytes == 0)
+    std::printf("\n(no roofline: %s/manifest.json has no decode_weight_bytes; "
+                "rebuild with this spark-compile)\n",
+                outDir.c_str());
   std::printf("\n| threads | open to ready-to-decode | RssAnon when ready | "
               "peak RssAnon |\n| ---: | ---: | ---: | ---: |\n");
   for (const Load &load : loads)
@@ -183,5 +355,42 @@ int main(int argc, char **argv) {
                 load.seconds * 1000.0,
                 double(load.anonAfterOpen) / (1024.0 * 1024),
                 double(peakAnon) / (1024.0 * 1024));
+
+  if (args.has("json")) {
+    const std::string path = args.get("json", "");
+    std::FILE *f = std::fopen(path.c_str(), "w");
+    if (!f)
+      return fail(path + ": cannot be written: " + std::strerror(errno));
+    std::fprintf(f, "{\n  \"build\": \"%s\",\n  \"target\": \"%s\",\n"
+                    "  \"dispatch\": \"%s\",\n  \"pack_bytes\": %zu,\n"
+                    "  \"decode_weight_bytes\": %llu,\n  \"rows\": [\n",
+                 outDir.c_str(), target.c_str(), dispatch.c_str(),
+                 info.pack_bytes, (unsigned long long)weightBytes);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row &row = rows[i];
+      std::fprintf(f, "    {\"threads\": %d, \"test\": \"%s\", \"tokens_per_second\": "
+                      "%.4f, \"stddev\": %.4f",
+                   row.threads, row.test.c_str(), row.speed.mean, row.speed.stddev);
+      if (row.depth >= 0) {
+        std::fprintf(f, ", \"depth\": %d, \"bytes_per_token\": %.0f", row.depth,
+                     row.bytesPerToken);
+        if (probe)
+          std::fprintf(f, ", \"read_gb_per_second\": %.3f", row.bandwidth);
+        if (roofline)
+          std::fprintf(f, ", \"roofline_fraction\": %.4f",
+                       row.speed.mean * row.bytesPerToken / (row.bandwidth * 1e9));
+      }
+      std::fprintf(f, "}%s\n", i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "  ],\n  \"loads\": [\n");
+    for (size_t i = 0; i < loads.size(); ++i)
+      std::fprintf(f, "    {\"threads\": %d, \"open_to_ready_ms\": %.3f, "
+                      "\"rss_anon_ready_bytes\": %zu}%s\n",
+                   loads[i].threads, loads[i].seconds * 1000.0,
+                   loads[i].anonAfterOpen, i + 1 < loads.size() ? "," : "");
+    std::fprintf(f, "  ],\n  \"peak_rss_anon_bytes\": %zu\n}\n", peakAnon);
+    if (std::fclose(f) != 0)
+      return fail(path + ": cannot be written");
+  }
   return 0;
 }
