@@ -1,0 +1,328 @@
+//===- Avx2KernelsTest.cpp - the avx2 variant's matrix microkernels -------===//
+//
+// Runs targets/x86-amx/lib/avx2_linear.c (compiled into this test with its
+// own flags) against a double-precision product of the same quantized
+// values, written here from the kernel interface's definition: every
+// scheme, one token (decode) and several (prefill blocks of 4 and the rest),
+// two row tasks with a partial one, strided inputs and outputs. A CPU
+// without AVX2, FMA and F16C prints [SKIP] and the case is reported as
+// skipped.
+//
+//===----------------------------------------------------------------------===//
+#include "spark/Import/FloatFormats.h"
+
+#include "HalideRuntime.h"
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+extern "C" {
+int spark_avx2_linear_w8a8(halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *, float, halide_buffer_t *);
+int spark_avx2_linear_w4a8(halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *, float, halide_buffer_t *);
+int spark_avx2_linear_w4a16_xbf16(halide_buffer_t *, halide_buffer_t *,
+                                  halide_buffer_t *, halide_buffer_t *,
+                                  halide_buffer_t *);
+int spark_avx2_linear_w4a16_xf16(halide_buffer_t *, halide_buffer_t *,
+                                 halide_buffer_t *, halide_buffer_t *,
+                                 halide_buffer_t *);
+int spark_avx2_linear_w8a16(halide_buffer_t *, halide_buffer_t *,
+                            halide_buffer_t *, halide_buffer_t *);
+int spark_avx2_linear_w8a16_xbf16(halide_buffer_t *, halide_buffer_t *,
+                                  halide_buffer_t *, halide_buffer_t *);
+int spark_avx2_linear_bf16(halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *);
+
+// The generated libraries take this from the Halide runtime; here the tasks
+// run one after another, in reverse order (no task may rely on another).
+int halide_do_par_for(void *user_context, halide_task_t task, int min, int size,
+                      uint8_t *closure) {
+  for (int i = min + size - 1; i >= min; --i)
+    if (int rc = task(user_context, i, closure))
+      return rc;
+  return 0;
+}
+}
+
+using namespace spark;
+
+namespace {
+
+constexpr int K = 384, N = 68, Group = 128, XStride = K + 16, OutStride = N + 4;
+
+bool cpuHasAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+}
+
+#define SKIP_WITHOUT_AVX2()                                                    \
+  if (!cpuHasAvx2()) {                                                         \
+    std::printf("[SKIP] this CPU has no AVX2, FMA and F16C\n");                \
+    GTEST_SKIP();                                                              \
+  }
+
+/// A halide_buffer_t over host memory: dims inner first.
+struct Buffer {
+  halide_buffer_t b{};
+  halide_dimension_t d[2]{};
+  Buffer(void *host, halide_type_code_t code, int bits, int extent0,
+         int extent1, int stride1) {
+    b.host = static_cast<uint8_t *>(host);
+    b.type.code = code;
+    b.type.bits = uint8_t(bits);
+    b.type.lanes = 1;
+    b.dimensions = 2;
+    b.dim = d;
+    d[0] = {0, extent0, 1, 0};
+    d[1] = {0, extent1, stride1, 0};
+  }
+  Buffer(void *host, halide_type_code_t code, int bits, int extent0) {
+    b.host = static_cast<uint8_t *>(host);
+    b.type.code = code;
+    b.type.bits = uint8_t(bits);
+    b.type.lanes = 1;
+    b.dimensions = 1;
+    b.dim = d;
+    d[0] = {0, extent0, 1, 0};
+  }
+};
+
+struct Case {
+  int T;
+  std::vector<float> x; // [T][XStride], the first K of each row used
+  std::mt19937 rng{1234};
+  explicit Case(int tokens) : T(tokens), x(size_t(tokens) * XStride, 1e30f) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int t = 0; t < T; ++t)
+      for (int k = 0; k < K; ++k) // one outlier column, as real inputs have
+        x[size_t(t) * XStride + k] = k == 17 ? 9.0f : normal(rng);
+  }
+  float in(int t, int k) const { return x[size_t(t) * XStride + k]; }
+  std::vector<float> out() const {
+    return std::vector<float>(size_t(T) * OutStride, -7.0f);
+  }
+};
+
+/// Int8 codes of token t with the Halide kernels' rule: scale max|x| / 127
+/// (or `fixed` when positive), round to nearest even, clamp to +-127.
+std::vector<int> codes(const Case &c, int t, float fixed, float &scale) {
+  double largest = 0;
+  for (int k = 0; k < K; ++k)
+    largest = std::max(largest, double(std::fabs(c.in(t, k))));
+  scale = fixed > 0 ? fixed : float(largest / 127.0);
+  std::vector<int> q(K);
+  for (int k = 0; k < K; ++k)
+    q[k] = int(std::max(-127.0f, std::min(127.0f, std::nearbyint(c.in(t, k) * (1.0f / scale)))));
+  return q;
+}
+
+/// Compares out [T][OutStride] with want [T][N]: each value within 1e-5 of
+/// the sum of the magnitudes of its products; the padding untouched.
+void expectClose(const Case &c, const std::vector<float> &out,
+                 const std::vector<double> &want,
+                 const std::vector<double> &magnitude) {
+  for (int t = 0; t < c.T; ++t) {
+    for (int n = 0; n < N; ++n) {
+      size_t i = size_t(t) * N + n;
+      EXPECT_NEAR(out[size_t(t) * OutStride + n], want[i], 1e-5 * magnitude[i] + 1e-6)
+          << "token " << t << " row " << n;
+    }
+    for (int n = N; n < OutStride; ++n)
+      EXPECT_EQ(out[size_t(t) * OutStride + n], -7.0f) << "padding written";
+  }
+}
+
+class Avx2Kernels : public ::testing::TestWithParam<int> {};
+
+TEST_P(Avx2Kernels, W8A8) {
+  SKIP_WITHOUT_AVX2();
+  Case c(GetParam());
+  std::uniform_int_distribution<int> code(-127, 127);
+  std::vector<int8_t> w(size_t(N) * K);
+  std::vector<float> scales(N);
+  for (int8_t &v : w)
+    v = int8_t(code(c.rng));
+  for (int n = 0; n < N; ++n)
+    scales[n] = 0.001f * float(n + 1);
+  for (float fixed : {0.0f, 0.05f}) {
+    std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
+    for (int t = 0; t < c.T; ++t) {
+      float xs;
+      std::vector<int> q = codes(c, t, fixed, xs);
+      for (int n = 0; n < N; ++n) {
+        double sum = 0, mag = 0;
+        for (int k = 0; k < K; ++k) {
+          sum += double(w[size_t(n) * K + k]) * q[k];
+          mag += std::fabs(double(w[size_t(n) * K + k]) * q[k]);
+        }
+        want[size_t(t) * N + n] = sum * scales[n] * xs;
+        magnitude[size_t(t) * N + n] = mag * scales[n] * xs;
+      }
+    }
+    std::vector<float> out = c.out();
+    Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
+    Buffer wb(w.data(), halide_type_int, 8, K, N, K);
+    Buffer sb(scales.data(), halide_type_float, 32, N);
+    Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
+    ASSERT_EQ(spark_avx2_linear_w8a8(&x.b, &wb.b, &sb.b, fixed, &ob.b), 0);
+    expectClose(c, out, want, magnitude);
+  }
+}
+
+TEST_P(Avx2Kernels, W4A8) {
+  SKIP_WITHOUT_AVX2();
+  Case c(GetParam());
+  std::uniform_int_distribution<int> nibble(0, 15);
+  std::vector<int> code(size_t(N) * K);
+  std::vector<uint8_t> w(size_t(N) * K / 2);
+  std::vector<uint16_t> scales(size_t(N) * (K / Group));
+  for (int &v : code)
+    v = nibble(c.rng);
+  for (size_t i = 0; i < w.size(); ++i) // low nibble first
+    w[i] = uint8_t(code[2 * i] | code[2 * i + 1] << 4);
+  for (size_t i = 0; i < scales.size(); ++i)
+    scales[i] = floatToHalf(0.01f + 0.001f * float(i % 37));
+  std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
+  for (int t = 0; t < c.T; ++t) {
+    float xs;
+    std::vector<int> q = codes(c, t, 0.0f, xs);
+    for (int n = 0; n < N; ++n) {
+      double sum = 0, mag = 0;
+      for (int k = 0; k < K; ++k) {
+        double s = halfToFloat(scales[size_t(n) * (K / Group) + k / Group]);
+        double p = (code[size_t(n) * K + k] - 8) * s * q[k];
+        sum += p;
+        mag += std::fabs(p) + 8 * s * std::fabs(q[k]);
+      }
+      want[size_t(t) * N + n] = sum * xs;
+      magnitude[size_t(t) * N + n] = mag * xs;
+    }
+  }
+  std::vector<float> out = c.out();
+  Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
+  Buffer wb(w.data(), halide_type_uint, 8, K / 2, N, K / 2);
+  Buffer sb(scales.data(), halide_type_float, 16, K / Group, N, K / Group);
+  Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
+  ASSERT_EQ(spark_avx2_linear_w4a8(&x.b, &wb.b, &sb.b, 0.0f, &ob.b), 0);
+  expectClose(c, out, want, magnitude);
+}
+
+/// x rounded as the build's 16-bit activations.
+double rounded(float v, bool bf16) {
+  return bf16 ? bf16ToFloat(floatToBF16(v)) : halfToFloat(floatToHalf(v));
+}
+
+TEST_P(Avx2Kernels, W4A16) {
+  SKIP_WITHOUT_AVX2();
+  Case c(GetParam());
+  std::uniform_int_distribution<int> nibble(0, 15);
+  std::vector<int> code(size_t(N) * K);
+  std::vector<uint8_t> w(size_t(N) * K / 2);
+  std::vector<uint16_t> scales(size_t(N) * (K / Group)), zeros(scales.size());
+  for (int &v : code)
+    v = nibble(c.rng);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = uint8_t(code[2 * i] | code[2 * i + 1] << 4);
+  for (size_t i = 0; i < scales.size(); ++i) {
+    scales[i] = floatToHalf(0.01f + 0.001f * float(i % 37));
+    zeros[i] = floatToHalf(float(i % 16) * 0.75f);
+  }
+  for (bool bf16 : {true, false}) {
+    std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
+    for (int t = 0; t < c.T; ++t)
+      for (int n = 0; n < N; ++n) {
+        double sum = 0, mag = 0;
+        for (int k = 0; k < K; ++k) {
+          size_t g = size_t(n) * (K / Group) + k / Group;
+          double p = (code[size_t(n) * K + k] - double(halfToFloat(zeros[g]))) *
+                     halfToFloat(scales[g]) * rounded(c.in(t, k), bf16);
+          sum += p;
+          mag += std::fabs(p) + 15 * halfToFloat(scales[g]) * std::fabs(c.in(t, k));
+        }
+        want[size_t(t) * N + n] = sum;
+        magnitude[size_t(t) * N + n] = mag;
+      }
+    std::vector<float> out = c.out();
+    Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
+    Buffer wb(w.data(), halide_type_uint, 8, K / 2, N, K / 2);
+    Buffer sb(scales.data(), halide_type_float, 16, K / Group, N, K / Group);
+    Buffer zb(zeros.data(), halide_type_float, 16, K / Group, N, K / Group);
+    Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
+    ASSERT_EQ((bf16 ? spark_avx2_linear_w4a16_xbf16
+                    : spark_avx2_linear_w4a16_xf16)(&x.b, &wb.b, &sb.b, &zb.b, &ob.b),
+              0);
+    expectClose(c, out, want, magnitude);
+  }
+}
+
+TEST_P(Avx2Kernels, W8A16AndBF16) {
+  SKIP_WITHOUT_AVX2();
+  Case c(GetParam());
+  std::uniform_int_distribution<int> code(-127, 127);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  std::vector<int8_t> w(size_t(N) * K);
+  std::vector<uint16_t> wbf(size_t(N) * K);
+  std::vector<float> scales(N);
+  for (int8_t &v : w)
+    v = int8_t(code(c.rng));
+  for (uint16_t &v : wbf)
+    v = floatToBF16(normal(c.rng));
+  for (int n = 0; n < N; ++n)
+    scales[n] = 0.002f * float(n + 1);
+  // kind 0: w8a16 with f32 inputs, 1: with bf16 inputs, 2: bf16 weights.
+  for (int kind = 0; kind < 3; ++kind) {
+    std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
+    for (int t = 0; t < c.T; ++t)
+      for (int n = 0; n < N; ++n) {
+        double sum = 0, mag = 0;
+        for (int k = 0; k < K; ++k) {
+          double xv = kind == 1 ? rounded(c.in(t, k), true) : c.in(t, k);
+          double wv = kind == 2 ? double(bf16ToFloat(wbf[size_t(n) * K + k]))
+                                : w[size_t(n) * K + k] * double(scales[n]);
+          sum += wv * xv;
+          mag += std::fabs(wv * xv);
+        }
+        want[size_t(t) * N + n] = sum;
+        magnitude[size_t(t) * N + n] = mag;
+      }
+    std::vector<float> out = c.out();
+    Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
+    Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
+    Buffer sb(scales.data(), halide_type_float, 32, N);
+    int rc;
+    if (kind == 2) {
+      Buffer wb(wbf.data(), halide_type_bfloat, 16, K, N, K);
+      rc = spark_avx2_linear_bf16(&x.b, &wb.b, &ob.b);
+    } else {
+      Buffer wb(w.data(), halide_type_int, 8, K, N, K);
+      rc = (kind == 1 ? spark_avx2_linear_w8a16_xbf16 : spark_avx2_linear_w8a16)(
+          &x.b, &wb.b, &sb.b, &ob.b);
+    }
+    ASSERT_EQ(rc, 0) << "kind " << kind;
+    expectClose(c, out, want, magnitude);
+  }
+}
+
+// A shape the kernels cannot take is refused, not computed wrongly.
+TEST(Avx2KernelsShapes, RefusesRowsNotAMultipleOfTheGroup) {
+  SKIP_WITHOUT_AVX2();
+  std::vector<float> x(100, 1.0f), out(8, 0.0f);
+  std::vector<uint8_t> w(8 * 50);
+  std::vector<uint16_t> scales(8);
+  Buffer xb(x.data(), halide_type_float, 32, 100, 1, 100);
+  Buffer wb(w.data(), halide_type_uint, 8, 50, 8, 50);
+  Buffer sb(scales.data(), halide_type_float, 16, 1, 8, 1);
+  Buffer ob(out.data(), halide_type_float, 32, 8, 1, 8);
+  EXPECT_NE(spark_avx2_linear_w4a8(&xb.b, &wb.b, &sb.b, 0.0f, &ob.b), 0);
+}
+
+// 1 token (decode), 3 (the one-token remainder only), 4 (one block of 4),
+// 9 (two blocks and a remainder).
+INSTANTIATE_TEST_SUITE_P(Tokens, Avx2Kernels, ::testing::Values(1, 3, 4, 9));
+
+} // namespace
