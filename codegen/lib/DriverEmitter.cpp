@@ -88,6 +88,36 @@ std::string symbolFor(const TargetInfo &target, const TargetVariant &variant,
   return kernelSymbol(k, variant.fallback);
 }
 
+/// What a step runs, as profiles name it (spark_call_def::kind).
+const char *callKind(const ModelPlan &plan, const Step &step) {
+  if (step.kind == Step::Kind::CacheWrite)
+    return "cache_write";
+  const KernelSpec &k = plan.kernels[step.kernel];
+  switch (k.kind) {
+  case KernelKind::Embed:
+    return "embed";
+  case KernelKind::RMSNorm:
+    return "rms_norm";
+  case KernelKind::Linear:
+    return step.headRows ? "head" : "linear";
+  case KernelKind::Rope:
+    return "rope";
+  case KernelKind::Attention:
+    return "attention";
+  case KernelKind::HeadGate:
+    return "head_gate";
+  case KernelKind::Geglu:
+    return "geglu";
+  case KernelKind::Binary:
+    return k.op == ElementwiseOp::Add ? "add" : "mul";
+  case KernelKind::Unary:
+    return "unary";
+  case KernelKind::Mean:
+    return "mean";
+  }
+  return "other";
+}
+
 class DriverWriter {
 public:
   DriverWriter(const ModelPlan &plan, raw_ostream &os) : plan(plan), os(os) {}
@@ -149,6 +179,7 @@ public:
     const char *rows = step.headRows ? "n_logits" : "n";
     const char *first = step.headRows ? "head_row" : "0";
     os << formatv("  /* {0}: {1} */\n  {{\n", index, step.comment);
+    os << "    if (profile)\n      started = profile_clock();\n";
     os << formatv("    halide_buffer_t b[{0}];\n    halide_dimension_t "
                   "d[{0}][4];\n",
                   step.args.size());
@@ -174,6 +205,9 @@ public:
       callWith(step, step.kernel, rows, first, "    ");
     }
     os << "    if (rc != 0)\n      return rc;\n";
+    os << formatv("    if (profile)\n      profile[{0}] += profile_clock() - "
+                  "started;\n",
+                  index);
     if (step.probeLayer >= 0) {
       const View &v = step.args.back().view;
       os << formatv("    if (layer_probe)\n      layer_probe(layer_probe_user, "
@@ -192,11 +226,13 @@ public:
                   cache.slots);
     std::string slot = cache.ring ? formatv("(pos0 + t) % {0}", cache.slots).str()
                                   : std::string("pos0 + t");
-    os << formatv("  for (int32_t t = 0; t < n; ++t)\n"
+    os << formatv("  if (profile)\n    started = profile_clock();\n"
+                  "  for (int32_t t = 0; t < n; ++t)\n"
                   "    memcpy((float *)C[{0}] + (size_t)({1}) * {2},\n"
-                  "           A + {3} + {4} + (size_t)t * {5}, {2} * sizeof(float));\n",
+                  "           A + {3} + {4} + (size_t)t * {5}, {2} * sizeof(float));\n"
+                  "  if (profile)\n    profile[{6}] += profile_clock() - started;\n",
                   step.cache, slot, step.width, plan.arena[v.index].offset,
-                  v.column, v.rowStride);
+                  v.column, v.rowStride, index);
   }
 
   void write(const TargetInfo &target) {
@@ -280,6 +316,10 @@ public:
           "  return k ? k->name : \"none\";\n}\n\n"
           "static void set_num_threads(int threads) {\n"
           "  halide_set_num_threads(threads);\n}\n\n"
+          "static uint64_t *profile;\n"
+          "static uint64_t (*profile_clock)(void);\n\n"
+          "static void set_profile(uint64_t *ns, uint64_t (*clock)(void)) {\n"
+          "  profile_clock = clock;\n  profile = ns;\n}\n\n"
           "static spark_layer_probe layer_probe;\n"
           "static void *layer_probe_user;\n\n"
           "static void set_layer_probe(spark_layer_probe probe, void *user) {\n"
@@ -296,7 +336,9 @@ public:
        << ")\n    return -1;\n"
           "  float *A = (float *)arena;\n"
           "  const int32_t head_row = n - n_logits;\n"
-          "  int rc = 0;\n";
+          "  int rc = 0;\n"
+          "  uint64_t started = 0;\n"
+          "  (void)started;\n";
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       const Step &s = plan.steps[i];
       if (s.kind == Step::Kind::CacheWrite) {
@@ -323,13 +365,17 @@ public:
                     c.ring ? "SPARK_CACHE_RING" : "SPARK_CACHE_LINEAR",
                     c.slots, c.kvHeads, c.headDim);
     os << "};\n\n";
+    os << "static const spark_call_def calls[] = {\n";
+    for (const Step &s : plan.steps)
+      os << formatv("    {{\"{0}\", {1}},\n", callKind(plan, s), s.layer);
+    os << "};\n\n";
     os << formatv(
         "static const spark_model_def definition = {{\n"
         "    SPARK_MODEL_ABI_VERSION, {0}ull, {1}ull, \"{2}\",\n"
         "    {3}, {4}, {5}, {6}, {7}, {11}, {8}ull,\n"
         "    {9}, tensors, {10}, caches,\n"
         "    unsupported_reason, dispatch_name, set_num_threads, step,\n"
-        "    dispatch_reason, set_layer_probe};\n\n"
+        "    dispatch_reason, set_layer_probe, {12}, calls, set_profile};\n\n"
         "const spark_model_def *spark_model_definition(void) {{\n"
         "  return &definition;\n}\n",
         plan.abiHash, plan.configHash, plan.options.target,
@@ -338,7 +384,8 @@ public:
         uint64_t(plan.arenaFloats) * 4, plan.tensors.size(),
         plan.caches.size(),
         (plan.options.maxChunk + kPrefillRowMultiple - 1) / kPrefillRowMultiple *
-            kPrefillRowMultiple);
+            kPrefillRowMultiple,
+        plan.steps.size());
   }
 
 private:

@@ -733,6 +733,7 @@ llvm::Error Planner::lower(Operation *op) {
   if (isa<AddOp>(op) && width(op->getResult(0)) == plan.config.hiddenSize)
     if (int layer = layerOf(op->getLoc()); layer >= 0)
       layerOutputs[layer] = currentStep();
+  step.layer = layerOf(op->getLoc());
   plan.steps.push_back(std::move(step));
   return llvm::Error::success();
 }

@@ -249,6 +249,24 @@ spark_status spark_model_set_layer_probe(spark_model *model,
   return SPARK_OK;
 }
 
+spark_status spark_model_get_calls(const spark_model *model,
+                                   int32_t *out_num_calls,
+                                   const spark_call_def **out_calls) {
+  if (!model || !out_num_calls || !out_calls)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  *out_num_calls = model->def->num_calls;
+  *out_calls = model->def->calls;
+  return SPARK_OK;
+}
+
+spark_status spark_model_set_profile(spark_model *model, uint64_t *ns_per_call,
+                                     uint64_t (*clock_ns)(void)) {
+  if (!model || (ns_per_call && !clock_ns))
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  model->def->set_profile(ns_per_call, clock_ns);
+  return SPARK_OK;
+}
+
 spark_status spark_cache_bytes(const spark_model *model, int32_t index,
                                size_t *out_bytes) {
   if (!model || !out_bytes || index < 0 || index >= model->def->num_caches)

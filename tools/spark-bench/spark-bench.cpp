@@ -40,9 +40,10 @@ namespace {
 const char *kUsage =
     "usage: spark-bench OUT [-p|--prompt 512] [-n|--gen 128] [-t|--threads 1,2]\n"
     "                   [-r|--repetitions 3] [-d|--depth 0[,4096,...]]\n"
-    "                   [--json PATH] [--no-bandwidth] [--no-verify]\n"
+    "                   [--json PATH] [--profile] [--no-bandwidth] [--no-verify]\n"
     "  -d: decode after this many prefilled positions (one tg row each)\n"
     "  --json: also write the results as JSON to PATH\n"
+    "  --profile: time per kernel kind and layer type of one decode step\n"
     "  --no-bandwidth: skip the stream-bandwidth probe and roofline columns\n";
 
 int fail(const std::string &message) {
@@ -146,6 +147,78 @@ Stats stats(const std::vector<double> &values) {
   return s;
 }
 
+uint64_t clockNs() {
+  using namespace std::chrono;
+  return uint64_t(
+      duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count());
+}
+
+/// One line of a decode profile: a kind of call in one part of the model.
+struct ProfileLine {
+  std::string part, kind;
+  int calls = 0;       // per step
+  double ms = 0;       // per token
+};
+
+/// Decodes `gen` tokens from an empty context with the profile hook on and
+/// greedy sampling after each step; returns the lines, largest first, with
+/// "sampling" and the step's own time outside its calls last.
+std::vector<ProfileLine> profileDecode(spark_model *model, spark_session *session,
+                                       const spark_model_def *def,
+                                       const std::vector<int32_t> &tokens,
+                                       long long gen, double &msPerToken) {
+  int32_t numCalls = 0;
+  const spark_call_def *calls = nullptr;
+  spark_model_get_calls(model, &numCalls, &calls);
+  std::vector<uint64_t> ns(size_t(numCalls), 0);
+  spark_sampler_params sp = spark_sampler_params_default();
+  sp.temperature = 0;
+  spark_sampler *sampler = nullptr;
+  spark_sampler_create(&sp, def->vocab_size, &sampler);
+  spark_session_reset(session);
+  spark_model_set_profile(model, ns.data(), clockNs);
+  uint64_t sampling = 0, start = clockNs();
+  for (long long i = 0; i < gen; ++i) {
+    spark_session_decode(session, tokens[size_t(i)]);
+    const float *logits = nullptr;
+    spark_session_logits(session, &logits);
+    uint64_t s0 = clockNs();
+    int32_t token;
+    spark_sampler_sample(sampler, logits, &token);
+    sampling += clockNs() - s0;
+  }
+  uint64_t total = clockNs() - start;
+  spark_model_set_profile(model, nullptr, nullptr);
+  spark_sampler_destroy(sampler);
+  std::vector<ProfileLine> lines;
+  uint64_t inCalls = 0;
+  for (int32_t i = 0; i < numCalls; ++i) {
+    int layer = calls[i].layer;
+    std::string part = "model";
+    if (layer >= 0 && 2 * layer < def->num_caches)
+      part = def->caches[2 * layer].layout == SPARK_CACHE_RING ? "sliding layers"
+                                                               : "full layers";
+    auto it = std::find_if(lines.begin(), lines.end(), [&](const ProfileLine &l) {
+      return l.part == part && l.kind == calls[i].kind;
+    });
+    if (it == lines.end()) {
+      lines.push_back({part, calls[i].kind});
+      it = lines.end() - 1;
+    }
+    it->calls += 1;
+    it->ms += double(ns[size_t(i)]) / 1e6 / double(gen);
+    inCalls += ns[size_t(i)];
+  }
+  std::sort(lines.begin(), lines.end(), [](const ProfileLine &a, const ProfileLine &b) {
+    return a.ms > b.ms;
+  });
+  lines.push_back({"runtime", "sampling (greedy)", 1, double(sampling) / 1e6 / double(gen)});
+  double outside = double(total) - double(inCalls) - double(sampling);
+  lines.push_back({"runtime", "between calls", 0, std::max(0.0, outside) / 1e6 / double(gen)});
+  msPerToken = double(total) / 1e6 / double(gen);
+  return lines;
+}
+
 /// A comma-separated list of integers >= `least`; "" on success, else why not.
 std::string parseList(const std::string &text, const char *option, int least,
                       std::vector<int> &out) {
@@ -185,6 +258,7 @@ int main(int argc, char **argv) {
                         {{"prompt", true}, {"gen", true}, {"threads", true},
                          {"repetitions", true}, {"depth", true}, {"json", true},
                          {"no-bandwidth", false}, {"no-verify", false},
+                         {"profile", false},
                          {"help", false}});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -224,6 +298,12 @@ int main(int argc, char **argv) {
     size_t anonAfterOpen;
   };
   std::vector<Load> loads;
+  struct Profile {
+    int threads;
+    double msPerToken;
+    std::vector<ProfileLine> lines;
+  };
+  std::vector<Profile> profiles;
   size_t peakAnon = rssAnon();
   spark_model_info info{};
   // Copies: info's strings live in the library, unloaded after each run.
@@ -322,6 +402,11 @@ int main(int argc, char **argv) {
       row.bytesPerToken = double(weightBytes) + cacheBytes / double(gen);
       rows.push_back(row);
     }
+    if (args.has("profile")) {
+      Profile p{threads, 0, {}};
+      p.lines = profileDecode(loaded.model, session, def, tokens, gen, p.msPerToken);
+      profiles.push_back(std::move(p));
+    }
     spark_session_destroy(session);
   }
 
@@ -356,6 +441,18 @@ int main(int argc, char **argv) {
                 double(load.anonAfterOpen) / (1024.0 * 1024),
                 double(peakAnon) / (1024.0 * 1024));
 
+  for (const Profile &p : profiles) {
+    std::printf("\nprofile of one decode step, %d thread%s (%.2f ms per token "
+                "from an empty context, greedy sampling included):\n\n"
+                "| part | kind | calls | ms per token | share |\n"
+                "| --- | --- | ---: | ---: | ---: |\n",
+                p.threads, p.threads == 1 ? "" : "s", p.msPerToken);
+    for (const ProfileLine &line : p.lines)
+      std::printf("| %s | %s | %d | %.3f | %.1f%% |\n", line.part.c_str(),
+                  line.kind.c_str(), line.calls, line.ms,
+                  100.0 * line.ms / p.msPerToken);
+  }
+
   if (args.has("json")) {
     const std::string path = args.get("json", "");
     std::FILE *f = std::fopen(path.c_str(), "w");
@@ -388,6 +485,18 @@ int main(int argc, char **argv) {
                       "\"rss_anon_ready_bytes\": %zu}%s\n",
                    loads[i].threads, loads[i].seconds * 1000.0,
                    loads[i].anonAfterOpen, i + 1 < loads.size() ? "," : "");
+    std::fprintf(f, "  ],\n  \"profiles\": [\n");
+    for (size_t i = 0; i < profiles.size(); ++i) {
+      const Profile &p = profiles[i];
+      std::fprintf(f, "    {\"threads\": %d, \"ms_per_token\": %.4f, \"lines\": [\n",
+                   p.threads, p.msPerToken);
+      for (size_t j = 0; j < p.lines.size(); ++j)
+        std::fprintf(f, "      {\"part\": \"%s\", \"kind\": \"%s\", \"calls\": %d, "
+                        "\"ms_per_token\": %.4f}%s\n",
+                     p.lines[j].part.c_str(), p.lines[j].kind.c_str(), p.lines[j].calls,
+                     p.lines[j].ms, j + 1 < p.lines.size() ? "," : "");
+      std::fprintf(f, "    ]}%s\n", i + 1 < profiles.size() ? "," : "");
+    }
     std::fprintf(f, "  ],\n  \"peak_rss_anon_bytes\": %zu\n}\n", peakAnon);
     if (std::fclose(f) != 0)
       return fail(path + ": cannot be written");

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define SPARK_MODEL_ABI_VERSION 2
+#define SPARK_MODEL_ABI_VERSION 3
 
 /* Element types of pack tensors and caches. */
 typedef enum spark_dtype {
@@ -60,6 +60,15 @@ typedef void (*spark_layer_probe)(void *user, int32_t layer, int32_t rows,
                                   int32_t width, const float *hidden,
                                   int32_t row_stride);
 
+/* One call of step(), for profiles: what it runs ("linear", "attention",
+ * "rms_norm", "rope", "geglu", "head_gate", "embed", "head" for the logits
+ * product, "cache_write", ...) and the decoder layer it belongs to (-1: the
+ * embedding, the final norm and the head). */
+typedef struct spark_call_def {
+  const char *kind;
+  int32_t layer;
+} spark_call_def;
+
 typedef struct spark_model_def {
   uint32_t abi_version; /* SPARK_MODEL_ABI_VERSION */
   uint64_t abi_hash;    /* tensor table + kernels; must equal the pack's */
@@ -96,6 +105,13 @@ typedef struct spark_model_def {
   const char *(*dispatch_reason)(void);
   /* Installs (NULL: removes) the layer probe of this library, process-wide. */
   void (*set_layer_probe)(spark_layer_probe probe, void *user);
+  /* The calls one step() makes, in order. */
+  int32_t num_calls;
+  const spark_call_def *calls;
+  /* Profiling, process-wide: while ns is non-NULL, every step() adds to
+   * ns[i] the time call i took, as clock() after minus before (clock is
+   * the caller's: the library reads no clock of its own). */
+  void (*set_profile)(uint64_t *ns, uint64_t (*clock)(void));
 } spark_model_def;
 
 #ifdef __cplusplus

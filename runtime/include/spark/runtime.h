@@ -92,6 +92,19 @@ spark_status spark_model_get_info(const spark_model *model,
 spark_status spark_model_set_layer_probe(spark_model *model,
                                          spark_layer_probe probe, void *user);
 
+/* The kernel calls one step makes (kind and decoder layer of each), for
+ * profiles. *out_calls stays valid while the model is open. */
+spark_status spark_model_get_calls(const spark_model *model,
+                                   int32_t *out_num_calls,
+                                   const spark_call_def **out_calls);
+
+/* Profiling hook: while ns_per_call is non-NULL (num_calls entries), every
+ * step of every session of this model's library, in this process, adds the
+ * nanoseconds of call i, measured with clock_ns, to ns_per_call[i]. A
+ * diagnostic like the layer probe: set it while no other thread steps. */
+spark_status spark_model_set_profile(spark_model *model, uint64_t *ns_per_call,
+                                     uint64_t (*clock_ns)(void));
+
 /* Bytes of cache tensor i (0 <= i < num_caches; 2 per layer, keys first). */
 spark_status spark_cache_bytes(const spark_model *model, int32_t index,
                                size_t *out_bytes);

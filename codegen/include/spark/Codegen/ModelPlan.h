@@ -112,6 +112,7 @@ struct Step {
   bool headRows = false; // runs on the rows whose logits are wanted
   int probeLayer = -1;    // its output is decoder layer probeLayer's output
   int probeInput = -1;    // probe id of its input (BuildOptions::probeInputs)
+  int layer = -1;         // the decoder layer it was imported for, or -1
   // CacheWrite: copy each row of `source` into its cache slot.
   int cache = -1;
   View source;
