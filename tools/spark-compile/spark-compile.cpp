@@ -30,6 +30,8 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
+
 using namespace llvm;
 
 namespace {
@@ -178,6 +180,30 @@ int fail(const Twine &message) {
   WithColor::error(errs(), "spark-compile") << message << "\n";
   return 1;
 }
+
+/// Progress: the wall time of each phase, printed as it ends, and the total
+/// (not with --quiet).
+class PhaseClock {
+public:
+  void done(const char *phase) {
+    double t = seconds();
+    if (!quiet)
+      errs() << formatv("spark-compile: {0}: {1:f1} s\n", phase, t - last);
+    last = t;
+  }
+  void total() {
+    if (!quiet)
+      errs() << formatv("spark-compile: total {0:f1} s\n", seconds() - start);
+  }
+
+private:
+  static double seconds() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+  }
+  double start = seconds(), last = start;
+};
+PhaseClock phases;
 
 /// Removes a folder (and its contents) when it goes out of scope, unless
 /// released.
@@ -536,13 +562,16 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
     errs() << "spark-compile: " << plan->kernels.size() << " kernels, "
            << plan->tensors.size() << " pack tensors, arena "
            << plan->arenaFloats * 4 / 1024 << " KiB\n";
+  phases.done("planning");
   if (Error e = spark::buildLibrary(*plan, folder.path(),
                                     emit == EmitStage::Executable))
     return fail(toString(std::move(e)));
+  phases.done("kernels and library");
   if (!quiet)
     errs() << "writing the weight pack\n";
   if (Error e = spark::writeWeightPack(*plan, folder.file("model.spkw")))
     return fail(toString(std::move(e)));
+  phases.done("weight pack");
   uint64_t packBytes = 0;
   sys::fs::file_size(folder.file("model.spkw"), packBytes);
   if (int rc = writeFile(folder.file("spark_model.h"),
@@ -816,6 +845,7 @@ int main(int argc, char **argv) {
   if (!module)
     return fail("internal error: the imported module of " + checkpointDir +
                 " does not verify");
+  phases.done("reading and importing the checkpoint");
 
   // writeToOutput writes to a temporary file and renames it into place, so
   // an interrupted run never leaves a truncated output.
@@ -833,11 +863,13 @@ int main(int argc, char **argv) {
 
   if (failed(runPasses(context, *module, ranges)))
     return fail("the pass pipeline failed on " + checkpointDir);
+  phases.done("passes (fusion, quantization, memory plan)");
   if (emit == EmitStage::Optimized)
     return writeText(printModule);
   if (library) {
     if (int rc = emitLibrary(**checkpoint, *module, ranges, argc, argv))
       return rc;
+    phases.total();
     return reportFidelity ? reportFidelityOf(argv[0]) : 0;
   }
 
