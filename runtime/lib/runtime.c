@@ -80,13 +80,18 @@ static spark_status fail(const spark_open_params *params, spark_status status,
   return status;
 }
 
-static void *aligned_zalloc(size_t bytes) {
+/* 64-byte aligned memory, zeroed when `zero`. Caches and the logits are
+ * not: every slot and row is written before it is read, so their pages are
+ * only touched (and only count in the resident set) once a step uses them,
+ * and a session is ready without writing the whole context's caches. */
+static void *aligned_alloc64(size_t bytes, int zero) {
   void *p = NULL;
   if (bytes == 0)
     bytes = 64;
   if (posix_memalign(&p, 64, (bytes + 63) & ~(size_t)63) != 0)
     return NULL;
-  memset(p, 0, bytes);
+  if (zero)
+    memset(p, 0, bytes);
   return p;
 }
 
@@ -289,8 +294,9 @@ spark_status spark_session_create(spark_model *model, void *const *cache_buffers
   s->model = model;
   s->caches = calloc((size_t)d->num_caches + 1, sizeof(void *));
   s->owns_caches = cache_buffers == NULL;
-  s->arena = aligned_zalloc(d->arena_bytes);
-  s->logits = aligned_zalloc((size_t)d->logits_rows * d->vocab_size * sizeof(float));
+  s->arena = aligned_alloc64(d->arena_bytes, 1);
+  s->logits = aligned_alloc64(
+      (size_t)d->logits_rows * d->vocab_size * sizeof(float), 0);
   spark_status status = (s->caches && s->arena && s->logits)
                             ? SPARK_OK
                             : SPARK_ERROR_OUT_OF_MEMORY;
@@ -302,7 +308,7 @@ spark_status spark_session_create(spark_model *model, void *const *cache_buffers
     } else {
       size_t bytes;
       spark_cache_bytes(model, i, &bytes);
-      s->caches[i] = aligned_zalloc(bytes);
+      s->caches[i] = aligned_alloc64(bytes, 0);
       if (!s->caches[i])
         status = SPARK_ERROR_OUT_OF_MEMORY;
     }
