@@ -34,6 +34,7 @@
 #include "x86_inputs.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -61,6 +62,12 @@ typedef struct avx2_job {
   const float *token_scales; /* a8: [T] */
   const float *inputs;       /* a16: [T][K] (w4a16: reordered per group) */
   const float *sums;         /* 4-bit: [T][K/128] input (code) sums */
+  const int16_t *inputs16;   /* 16-bit inputs as int16: [T][K] (w4a16:
+                                reordered per group) */
+  const float *input_scales; /* their scale per token and group [T][K/128] */
+  const uint8_t *input_bytes; /* w4a16: the int16 inputs of each token and
+                                 group as 4 x 64 bytes: low bytes of the even-
+                                 and odd-index inputs, then high bytes */
   float *out;                /* [T][out_stride] */
   int K, N, T, out_stride;
 } avx2_job;
@@ -246,9 +253,133 @@ SPARK_BLOCK w4a16_block(const avx2_job *j, int n, int t0, const int TB) {
         hsum_ps(acc[t]) - offset[t];
 }
 
+/* ---- bf16 / f16 inputs, int16 products --------------------------------- */
+
+/* The inputs rounded to bf16 or f16 are taken as int16 multiples of a power
+ * of two per token and group of 128, 2^ceil(log2(max |x| / 32767)): every
+ * value within 2^8 (bf16) or 2^5 (f16) of the group's largest is exact, a
+ * smaller one is off by at most half that power of two. The products are
+ * vpmaddwd of int16 weights (codes widened with vpmovzxbw / vpmovsxbw) and
+ * these inputs into exact int32 sums, scaled once per group. */
+
+/* The f32 factors of 8 groups from group g on (fewer at the end): each
+ * group's weight scale times its input scale, into factor[0..8), and the
+ * zero-point term of those groups, sum of scale * zero * input sum. */
+static inline float group_factors(const avx2_job *j, int n, int t, int g,
+                                  float *factor) {
+  const int groups = j->K / kGroup, count = groups - g < 8 ? groups - g : 8;
+  const size_t at = (size_t)n * groups + g, tg = (size_t)t * groups + g;
+  float offset = 0.0f;
+  if (count == 8) {
+    const __m256 scale =
+        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(j->scales + at)));
+    const __m256 zero =
+        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(j->zeros + at)));
+    _mm256_storeu_ps(factor,
+                     _mm256_mul_ps(scale, _mm256_loadu_ps(j->input_scales + tg)));
+    offset = hsum_ps(_mm256_mul_ps(_mm256_mul_ps(scale, zero),
+                                   _mm256_loadu_ps(j->sums + tg)));
+    return offset;
+  }
+  for (int i = 0; i < count; ++i) {
+    const float scale = _cvtsh_ss(j->scales[at + i]);
+    factor[i] = scale * j->input_scales[tg + i];
+    offset += scale * _cvtsh_ss(j->zeros[at + i]) * j->sums[tg + i];
+  }
+  return offset;
+}
+
+/* w4a16: (code - zero) * scale per group. Each int16 input is split into
+ * its high byte (signed) and low byte (unsigned), so that vpmaddubsw
+ * multiplies the nibbles with both, 32 bytes of weights at a time: pair
+ * sums stay below 2 x 15 x 255, a group's below 2^15. */
+SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
+  const int K = j->K, groups = K / kGroup;
+  const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1),
+                high = _mm256_set1_epi16(256);
+  __m256 acc[4];
+  float offset[4], factor[4][8];
+  for (int t = 0; t < TB; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    offset[t] = 0.0f;
+  }
+  const uint8_t *row = j->w + (size_t)n * (K / 2);
+  for (int g = 0; g < groups; ++g) {
+    if (g % 8 == 0)
+      for (int t = 0; t < TB; ++t)
+        offset[t] += group_factors(j, n, t0 + t, g, factor[t]);
+    const uint8_t *line = row + (size_t)g * (kGroup / 2);
+    if (TB == 1)
+      prefetch_line(line);
+    __m256i hi[4], lo[4]; /* int16 pair sums with the high and low bytes */
+    for (int t = 0; t < TB; ++t)
+      hi[t] = lo[t] = _mm256_setzero_si256();
+    for (int q = 0; q < 2; ++q) { /* 32 bytes: 32 even + 32 odd codes */
+      const __m256i bytes = _mm256_loadu_si256((const __m256i *)(line + 32 * q));
+      const __m256i even = _mm256_and_si256(bytes, low);
+      const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+      for (int t = 0; t < TB; ++t) {
+        /* per group: low bytes of the even, then the odd inputs; high bytes
+         * of the even, then the odd ones */
+        const uint8_t *x = j->input_bytes + ((size_t)(t0 + t) * groups + g) * 256 +
+                           32 * q;
+        const __m256i le = _mm256_load_si256((const __m256i *)x);
+        const __m256i lodd = _mm256_load_si256((const __m256i *)(x + 64));
+        const __m256i he = _mm256_load_si256((const __m256i *)(x + 128));
+        const __m256i ho = _mm256_load_si256((const __m256i *)(x + 192));
+        hi[t] = _mm256_add_epi16(hi[t], _mm256_add_epi16(_mm256_maddubs_epi16(even, he),
+                                                         _mm256_maddubs_epi16(odd, ho)));
+        lo[t] = _mm256_add_epi16(lo[t], _mm256_add_epi16(_mm256_maddubs_epi16(le, even),
+                                                         _mm256_maddubs_epi16(lodd, odd)));
+      }
+    }
+    for (int t = 0; t < TB; ++t) {
+      const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(hi[t], high),
+                                           _mm256_madd_epi16(lo[t], ones));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                               _mm256_set1_ps(factor[t][g % 8]), acc[t]);
+    }
+  }
+  for (int t = 0; t < TB; ++t)
+    j->out[(size_t)(t0 + t) * j->out_stride + n] = hsum_ps(acc[t]) - offset[t];
+}
+
+/* w8a16: int8 codes, one scale per row. */
+SPARK_BLOCK w8a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
+  const int K = j->K, groups = K / kGroup;
+  __m256 acc[4];
+  for (int t = 0; t < TB; ++t)
+    acc[t] = _mm256_setzero_ps();
+  const uint8_t *row = j->w + (size_t)n * K;
+  for (int g = 0; g < groups; ++g) {
+    __m256i dot[4];
+    for (int t = 0; t < TB; ++t)
+      dot[t] = _mm256_setzero_si256();
+    for (int q = 0; q < kGroup / 16; ++q) { /* 16 codes */
+      const uint8_t *line = row + (size_t)g * kGroup + 16 * q;
+      if (TB == 1 && q % 4 == 0)
+        prefetch_line(line);
+      const __m256i w16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)line));
+      for (int t = 0; t < TB; ++t) {
+        const int16_t *x =
+            j->inputs16 + (size_t)(t0 + t) * K + (size_t)g * kGroup + 16 * q;
+        dot[t] = _mm256_add_epi32(
+            dot[t], _mm256_madd_epi16(w16, _mm256_load_si256((const __m256i *)x)));
+      }
+    }
+    for (int t = 0; t < TB; ++t)
+      acc[t] = _mm256_fmadd_ps(
+          _mm256_cvtepi32_ps(dot[t]),
+          _mm256_set1_ps(j->input_scales[(size_t)(t0 + t) * groups + g]), acc[t]);
+  }
+  for (int t = 0; t < TB; ++t)
+    j->out[(size_t)(t0 + t) * j->out_stride + n] =
+        hsum_ps(acc[t]) * j->row_scales[n];
+}
+
 /* ---- tasks -------------------------------------------------------------- */
 
-enum { kW8A8, kW4A8, kW4A16, kW8A16, kBF16 };
+enum { kW8A8, kW4A8, kW4A16, kW8A16, kBF16, kW4A16Int16, kW8A16Int16 };
 
 /* One block shape of one kind (all constants after inlining). */
 SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
@@ -268,6 +399,12 @@ SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
     break;
   case kBF16:
     wide_block(j, 1, n, t0, TB);
+    break;
+  case kW4A16Int16:
+    w4a16_int16_block(j, n, t0, TB);
+    break;
+  case kW8A16Int16:
+    w8a16_int16_block(j, n, t0, TB);
     break;
   }
 }
@@ -299,6 +436,8 @@ SPARK_TASK(w4a8_task, kW4A8)
 SPARK_TASK(w4a16_task, kW4A16)
 SPARK_TASK(w8a16_task, kW8A16)
 SPARK_TASK(bf16_task, kBF16)
+SPARK_TASK(w4a16_int16_task, kW4A16Int16)
+SPARK_TASK(w8a16_int16_task, kW8A16Int16)
 
 static int run_rows(avx2_job *job, int (*task)(void *, int, uint8_t *)) {
   return halide_do_par_for(NULL, task, 0,
@@ -400,6 +539,72 @@ static int run_wide(halide_buffer_t *x, int rounding, int group, avx2_job *job,
   return rc;
 }
 
+/* bf16 / f16 inputs as int16 (see the int16 blocks): rounded, for 4-bit
+ * weights reordered per group, then each group's power-of-two scale, its
+ * int16 values and (4-bit) the sum of the values they stand for. */
+static int run_int16(halide_buffer_t *x, int rounding, int four_bit,
+                     avx2_job *job, int (*task)(void *, int, uint8_t *)) {
+  const int K = job->K, T = job->T, groups = K / kGroup;
+  float *inputs, *sums = NULL;
+  if (spark_prepare_inputs(x, rounding, four_bit ? kGroup : 0, &inputs,
+                           &sums) != 0)
+    return -1;
+  const size_t cells = (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1);
+  int16_t *values = NULL;
+  float *scales = (float *)malloc(sizeof(float) * cells);
+  if (four_bit == 0)
+    sums = NULL;
+  int rc = -1;
+  if (scales && posix_memalign((void **)&values, 64,
+                               sizeof(int16_t) * (size_t)(T > 0 ? T : 1) * K) == 0) {
+    for (int t = 0; t < T; ++t)
+      for (int g = 0; g < groups; ++g) {
+        const float *v = inputs + (size_t)t * K + (size_t)g * kGroup;
+        int16_t *q = values + (size_t)t * K + (size_t)g * kGroup;
+        float largest = 0.0f;
+        for (int i = 0; i < kGroup; ++i)
+          largest = fmaxf(largest, fabsf(v[i]));
+        int exponent = 0;
+        if (largest > 0.0f)
+          frexpf(largest / 32767.0f, &exponent); /* 2^exponent >= largest / 32767 */
+        const float scale = ldexpf(1.0f, exponent), inverse = ldexpf(1.0f, -exponent);
+        int32_t total = 0;
+        for (int i = 0; i < kGroup; ++i) {
+          q[i] = (int16_t)nearbyintf(v[i] * inverse);
+          total += q[i];
+        }
+        scales[(size_t)t * groups + g] = scale;
+        if (four_bit)
+          sums[(size_t)t * groups + g] = (float)total * scale;
+      }
+    job->inputs16 = values;
+    job->input_scales = scales;
+    job->sums = sums;
+    uint8_t *split = NULL;
+    if (four_bit) { /* the byte planes the 4-bit block reads */
+      if (posix_memalign((void **)&split, 64,
+                         (size_t)(T > 0 ? T : 1) * K * 2) == 0) {
+        for (size_t c = 0; c < (size_t)T * groups; ++c)
+          for (int i = 0; i < kGroup; ++i) {
+            const uint16_t v = (uint16_t)values[c * kGroup + i];
+            split[c * 256 + i] = (uint8_t)(v & 0xff);
+            split[c * 256 + 128 + i] = (uint8_t)(v >> 8);
+          }
+        job->input_bytes = split;
+        rc = run_rows(job, task);
+      }
+    } else {
+      rc = run_rows(job, task);
+    }
+    free(split);
+  }
+  free(inputs);
+  free(sums);
+  free(values);
+  free(scales);
+  return rc;
+}
+
 static int w4a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
                  halide_buffer_t *zeros, halide_buffer_t *out, int rounding) {
   if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
@@ -408,6 +613,8 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales
   avx2_job job = job_of(x, w, out);
   job.scales = (const uint16_t *)scales->host;
   job.zeros = (const uint16_t *)zeros->host;
+  if (rounding != kSparkF32Inputs)
+    return run_int16(x, rounding, 1, &job, w4a16_int16_task);
   return run_wide(x, rounding, kGroup, &job, w4a16_task);
 }
 
@@ -435,6 +642,8 @@ static int w8a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales
     return -1;
   avx2_job job = job_of(x, w, out);
   job.row_scales = (const float *)scales->host;
+  if (rounding != kSparkF32Inputs && job.K % kGroup == 0)
+    return run_int16(x, rounding, 0, &job, w8a16_int16_task);
   return run_wide(x, rounding, 0, &job, w8a16_task);
 }
 
