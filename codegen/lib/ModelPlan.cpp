@@ -41,9 +41,20 @@ int64_t PackTensor::elements() const {
   return n;
 }
 
+/// The 4-bit code of `value` in a group with 1 / scale `inverse`.
+static inline float int4Code(float value, float inverse, float zero) {
+  // Codes outside [0, 15] are clamped, so x is first brought into [-1, 16];
+  // there, adding and subtracting 1.5 * 2^23 rounds to the nearest integer,
+  // ties to even, as std::nearbyint does in the default rounding mode,
+  // without its libm call (the group searches round every weight six times).
+  float x = std::min(16.0f, std::max(-1.0f, value * inverse + zero));
+  const float magic = 12582912.0f;
+  float code = (x + magic) - magic;
+  return code < 0.0f ? 0.0f : code > 15.0f ? 15.0f : code;
+}
+
 int quantizeInt4(float value, const Int4Group &g) {
-  float code = std::nearbyint(value / g.scale + g.zero);
-  return int(code < 0.0f ? 0.0f : code > 15.0f ? 15.0f : code);
+  return int(int4Code(value, 1.0f / g.scale, g.zero));
 }
 
 /// The grid among `candidates(shrink)` with the smallest squared error.
@@ -59,11 +70,25 @@ bestInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n,
   double bestError = -1.0;
   for (float shrink : {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f}) {
     Int4Group g = candidate(shrink);
-    double error = 0.0;
-    for (float v : values) {
-      double d = (quantizeInt4(v, g) - g.zero) * g.scale - v;
-      error += d * d;
+    const float inverse = 1.0f / g.scale;
+    auto squared = [&](int64_t i) {
+      double d = (int4Code(values[i], inverse, g.zero) - g.zero) * g.scale -
+                 values[i];
+      return d * d;
+    };
+    // Four partial sums: one chain of dependent additions bounded the
+    // search, which was most of a 4-bit compile.
+    double e0 = 0.0, e1 = 0.0, e2 = 0.0, e3 = 0.0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      e0 += squared(i);
+      e1 += squared(i + 1);
+      e2 += squared(i + 2);
+      e3 += squared(i + 3);
     }
+    for (; i < n; ++i)
+      e0 += squared(i);
+    double error = (e0 + e1) + (e2 + e3);
     if (bestError < 0.0 || error < bestError) {
       bestError = error;
       best = g;

@@ -562,7 +562,7 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
     errs() << "spark-compile: " << plan->kernels.size() << " kernels, "
            << plan->tensors.size() << " pack tensors, arena "
            << plan->arenaFloats * 4 / 1024 << " KiB\n";
-  phases.done("planning");
+  phases.done("planning (quantizing the weights)");
   if (Error e = spark::buildLibrary(*plan, folder.path(),
                                     emit == EmitStage::Executable))
     return fail(toString(std::move(e)));
@@ -863,7 +863,7 @@ int main(int argc, char **argv) {
 
   if (failed(runPasses(context, *module, ranges)))
     return fail("the pass pipeline failed on " + checkpointDir);
-  phases.done("passes (fusion, quantization, memory plan)");
+  phases.done("passes");
   if (emit == EmitStage::Optimized)
     return writeText(printModule);
   if (library) {
