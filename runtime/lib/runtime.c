@@ -16,6 +16,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Checksums are verified on several threads where the C library has them
+ * (not the freestanding Hexagon build). */
+#if defined(__has_include)
+#if __has_include(<pthread.h>)
+#include <pthread.h>
+#define SPARK_VERIFY_THREADS 1
+#endif
+#endif
+
 struct spark_model {
   const spark_model_def *def;
   void *map;
@@ -93,6 +102,63 @@ static void *aligned_alloc64(size_t bytes, int zero) {
   if (zero)
     memset(p, 0, bytes);
   return p;
+}
+
+/* Verifies the checksums of the pack's tensors: each thread takes the next
+ * tensor not yet taken. `failed` ends as the lowest index that failed, or
+ * count when none did. */
+typedef struct verify_job {
+  const unsigned char *base;
+  const spark_pack_entry *table;
+  int32_t count;
+  int32_t next;
+  int32_t failed;
+} verify_job;
+
+static void *verify_tensors(void *user) {
+  verify_job *job = (verify_job *)user;
+  for (;;) {
+    int32_t i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
+    if (i >= job->count)
+      return NULL;
+    const spark_pack_entry *e = &job->table[i];
+    if (spark_checksum(job->base + e->offset, e->bytes) != e->checksum) {
+      int32_t seen = __atomic_load_n(&job->failed, __ATOMIC_RELAXED);
+      while (i < seen && !__atomic_compare_exchange_n(&job->failed, &seen, i, 0,
+                                                      __ATOMIC_RELAXED,
+                                                      __ATOMIC_RELAXED)) {
+      }
+    }
+  }
+}
+
+/* The index of the first tensor whose bytes fail their checksum, or count;
+ * on up to `threads` threads (the caller's included; 0: one per core). */
+static int32_t first_bad_tensor(const unsigned char *base,
+                                const spark_pack_entry *table, int32_t count,
+                                int threads) {
+  verify_job job = {base, table, count, 0, count};
+#ifdef SPARK_VERIFY_THREADS
+  enum { kMaxThreads = 16 };
+  pthread_t helpers[kMaxThreads];
+  int started = 0;
+  if (threads <= 0) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = cores > 0 ? (int)cores : 1;
+  }
+  if (threads > kMaxThreads)
+    threads = kMaxThreads;
+  while (started < threads - 1 &&
+         pthread_create(&helpers[started], NULL, verify_tensors, &job) == 0)
+    ++started;
+  verify_tensors(&job);
+  for (int i = 0; i < started; ++i)
+    pthread_join(helpers[i], NULL);
+#else
+  (void)threads;
+  verify_tensors(&job);
+#endif
+  return job.failed;
 }
 
 static size_t dtype_bytes(spark_dtype dtype) {
@@ -201,11 +267,14 @@ spark_status spark_model_open(const spark_model_def *def,
         e->bytes > bytes - e->offset)
       REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' lies outside the file",
              pack_path, t->name);
-    if (params->verify_checksums &&
-        spark_checksum(base + e->offset, e->bytes) != e->checksum)
-      REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' fails its checksum",
-             pack_path, t->name);
     weights[i] = base + e->offset;
+  }
+  if (params->verify_checksums) {
+    int32_t bad =
+        first_bad_tensor(base, table, def->num_tensors, params->num_threads);
+    if (bad < def->num_tensors)
+      REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' fails its checksum",
+             pack_path, def->tensors[bad].name);
   }
 #undef REJECT
   if (params->num_threads > 0)

@@ -6,6 +6,7 @@
  *
  * usage: runtime_api_test OUT/model.spkw OTHER_BUILD/model.spkw SCRATCH_DIR */
 #define _POSIX_C_SOURCE 200112L
+#include "spark/pack_format.h"
 #include "spark/runtime.h"
 #include "spark_model.h"
 
@@ -60,6 +61,19 @@ static void copy_file(const char *src, const char *dst, long flip, long keep) {
   free(data);
 }
 
+/* Where tensor i's bytes start in the pack at path. */
+static long tensor_offset(const char *path, int i) {
+  spark_pack_header h;
+  spark_pack_entry e;
+  FILE *f = fopen(path, "rb");
+  if (!f || fread(&h, sizeof h, 1, f) != 1 ||
+      fseek(f, (long)(h.table_offset + (uint64_t)i * sizeof e), SEEK_SET) != 0 ||
+      fread(&e, sizeof e, 1, f) != 1)
+    abort();
+  fclose(f);
+  return (long)e.offset;
+}
+
 static spark_status open_pack(const char *path, int verify, spark_model **m,
                               char *message, size_t message_bytes) {
   spark_open_params p = spark_open_params_default();
@@ -104,6 +118,24 @@ int main(int argc, char **argv) {
   CHECK_STATUS(open_pack(path, 0, &model, message, sizeof message), SPARK_OK);
   spark_model_close(model);
   model = NULL;
+  /* Two damaged tensors, verified on 2 threads: the first in table order is
+   * named, whichever thread finds it. */
+  {
+    const spark_model_def *def = spark_model_definition();
+    const int last = def->num_tensors - 1;
+    char once[1024];
+    snprintf(once, sizeof once, "%s/once.spkw", scratch);
+    copy_file(pack, once, tensor_offset(pack, last), -1);
+    snprintf(path, sizeof path, "%s/two-tensors.spkw", scratch);
+    copy_file(once, path, tensor_offset(pack, 1) + 3, -1);
+    CHECK_STATUS(open_pack(path, 1, &model, message, sizeof message),
+                 SPARK_ERROR_BAD_PACK);
+    char expected[512];
+    snprintf(expected, sizeof expected, "tensor '%s' fails its checksum",
+             def->tensors[1].name);
+    CHECK(strstr(message, expected) != NULL);
+    CHECK(model == NULL);
+  }
   snprintf(path, sizeof path, "%s/truncated.spkw", scratch);
   copy_file(pack, path, -1, file_size(pack) - 4096);
   CHECK_STATUS(open_pack(path, 1, &model, message, sizeof message),

@@ -48,8 +48,8 @@ typedef struct spark_model spark_model;
 typedef struct spark_session spark_session;
 
 typedef struct spark_open_params {
-  /* Verify every tensor's checksum at open (reads the whole pack once).
-   * Default 1. */
+  /* Verify every tensor's checksum at open (reads the whole pack once, on
+   * num_threads threads, or one per core when it is 0). Default 1. */
   int verify_checksums;
   /* Kernel worker threads; 0 keeps the current setting (default: one per
    * core). Process-wide. */
