@@ -44,6 +44,7 @@ const char *kUsage =
     "  -d: decode after this many prefilled positions (one tg row each)\n"
     "  --json: also write the results as JSON to PATH\n"
     "  --profile: time per kernel kind and layer type of one decode step\n"
+    "             (after the largest -d)\n"
     "  --no-bandwidth: skip the stream-bandwidth probe and roofline columns\n";
 
 int fail(const std::string &message) {
@@ -160,12 +161,14 @@ struct ProfileLine {
   double ms = 0;       // per token
 };
 
-/// Decodes `gen` tokens from an empty context with the profile hook on and
-/// greedy sampling after each step; returns the lines, largest first, with
-/// "sampling" and the step's own time outside its calls last.
+/// Decodes `gen` tokens from `state` (a session snapshot; empty: an empty
+/// context) with the profile hook on and greedy sampling after each step;
+/// returns the lines, largest first, with "sampling" and the step's own time
+/// outside its calls last.
 std::vector<ProfileLine> profileDecode(spark_model *model, spark_session *session,
                                        const spark_model_def *def,
                                        const std::vector<int32_t> &tokens,
+                                       const std::vector<unsigned char> &state,
                                        long long gen, double &msPerToken) {
   int32_t numCalls = 0;
   const spark_call_def *calls = nullptr;
@@ -175,7 +178,10 @@ std::vector<ProfileLine> profileDecode(spark_model *model, spark_session *sessio
   sp.temperature = 0;
   spark_sampler *sampler = nullptr;
   spark_sampler_create(&sp, def->vocab_size, &sampler);
-  spark_session_reset(session);
+  if (state.empty())
+    spark_session_reset(session);
+  else
+    spark_session_restore(session, state.data(), state.size());
   spark_model_set_profile(model, ns.data(), clockNs);
   uint64_t sampling = 0, start = clockNs();
   for (long long i = 0; i < gen; ++i) {
@@ -300,6 +306,7 @@ int main(int argc, char **argv) {
   std::vector<Load> loads;
   struct Profile {
     int threads;
+    int depth;
     double msPerToken;
     std::vector<ProfileLine> lines;
   };
@@ -391,6 +398,12 @@ int main(int argc, char **argv) {
       }
       size_t anon = rssAnon();
       peakAnon = std::max(peakAnon, anon > snapshot.size() ? anon - snapshot.size() : 0);
+      if (args.has("profile") && depth == maxDepth) {
+        Profile p{threads, depth, 0, {}};
+        p.lines = profileDecode(loaded.model, session, def, tokens, snapshot, gen,
+                                p.msPerToken);
+        profiles.push_back(std::move(p));
+      }
       double cacheBytes = 0;
       for (long long i = 0; i < gen; ++i)
         cacheBytes += double(cacheBytesAt(def, depth + i));
@@ -401,11 +414,6 @@ int main(int argc, char **argv) {
       row.bandwidth = bandwidth;
       row.bytesPerToken = double(weightBytes) + cacheBytes / double(gen);
       rows.push_back(row);
-    }
-    if (args.has("profile")) {
-      Profile p{threads, 0, {}};
-      p.lines = profileDecode(loaded.model, session, def, tokens, gen, p.msPerToken);
-      profiles.push_back(std::move(p));
     }
     spark_session_destroy(session);
   }
@@ -443,10 +451,10 @@ int main(int argc, char **argv) {
 
   for (const Profile &p : profiles) {
     std::printf("\nprofile of one decode step, %d thread%s (%.2f ms per token "
-                "from an empty context, greedy sampling included):\n\n"
+                "after %d positions, greedy sampling included):\n\n"
                 "| part | kind | calls | ms per token | share |\n"
                 "| --- | --- | ---: | ---: | ---: |\n",
-                p.threads, p.threads == 1 ? "" : "s", p.msPerToken);
+                p.threads, p.threads == 1 ? "" : "s", p.msPerToken, p.depth);
     for (const ProfileLine &line : p.lines)
       std::printf("| %s | %s | %d | %.3f | %.1f%% |\n", line.part.c_str(),
                   line.kind.c_str(), line.calls, line.ms,
@@ -488,8 +496,9 @@ int main(int argc, char **argv) {
     std::fprintf(f, "  ],\n  \"profiles\": [\n");
     for (size_t i = 0; i < profiles.size(); ++i) {
       const Profile &p = profiles[i];
-      std::fprintf(f, "    {\"threads\": %d, \"ms_per_token\": %.4f, \"lines\": [\n",
-                   p.threads, p.msPerToken);
+      std::fprintf(f, "    {\"threads\": %d, \"depth\": %d, \"ms_per_token\": %.4f, "
+                      "\"lines\": [\n",
+                   p.threads, p.depth, p.msPerToken);
       for (size_t j = 0; j < p.lines.size(); ++j)
         std::fprintf(f, "      {\"part\": \"%s\", \"kind\": \"%s\", \"calls\": %d, "
                         "\"ms_per_token\": %.4f}%s\n",
