@@ -74,12 +74,18 @@ std::string prototype(const Step &step) {
   return args;
 }
 
-/// The function `variant` calls for kernel `k`: its microkernel, its own
-/// compiled kernel, or (recursively) its fallback variant's.
+/// The driver's wrapper of microkernel `m` for kernel `k` (Microkernel::wrapper).
+std::string wrapperName(const KernelSpec &k, const Microkernel &m) {
+  return "spark_" + k.name() + "_" + m.symbol;
+}
+
+/// The function `variant` calls for kernel `k`: its microkernel (or the
+/// driver's wrapper of it), its own compiled kernel, or (recursively) its
+/// fallback variant's.
 std::string symbolFor(const TargetInfo &target, const TargetVariant &variant,
                       const KernelSpec &k) {
   if (const Microkernel *m = target.microkernelFor(variant, k))
-    return m->symbol;
+    return m->wrapper ? wrapperName(k, *m) : m->symbol;
   if (target.compilesKernel(variant, k))
     return kernelSymbol(k, variant.name);
   for (const TargetVariant &other : target.variants)
@@ -257,13 +263,27 @@ public:
           os << "extern int " << kernelSymbol(plan.kernels[i], variant.name)
              << "(" << prototypes[i] << ");\n";
     // A microkernel takes the arguments of the kernels it stands for.
-    std::map<std::string, std::string> microkernels;
+    // One taking the layer's constants is declared as it is, and called
+    // through a wrapper per kernel.
+    std::map<std::string, std::string> microkernels, wrappers;
+    std::set<std::string> declarations;
     for (const TargetVariant &variant : variants)
       for (size_t i = 0; i < plan.kernels.size(); ++i)
-        if (const Microkernel *m = target.microkernelFor(variant, plan.kernels[i]))
-          microkernels[m->symbol] = prototypes[i];
+        if (const Microkernel *m = target.microkernelFor(variant, plan.kernels[i])) {
+          if (!m->wrapper) {
+            microkernels[m->symbol] = prototypes[i];
+            continue;
+          }
+          declarations.insert(m->declaration);
+          std::string name = wrapperName(plan.kernels[i], *m);
+          wrappers[name] = m->wrapper(plan.kernels[i], name);
+        }
     for (const auto &[symbol, arguments] : microkernels)
       os << "extern int " << symbol << "(" << arguments << ");\n";
+    for (const std::string &declaration : declarations)
+      os << declaration << "\n";
+    for (const auto &[name, definition] : wrappers)
+      os << definition;
     os << "\ntypedef struct spark_kernels {\n  const char *name;\n";
     for (size_t i = 0; i < plan.kernels.size(); ++i)
       os << formatv("  int (*k{0})({1}); /* {2} */\n", i, prototypes[i],

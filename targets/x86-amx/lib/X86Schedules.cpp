@@ -2,6 +2,8 @@
 #include "spark/Targets/X86.h"
 #include "spark/Targets/CpuSchedules.h"
 
+#include <cstdio>
+
 using namespace Halide;
 
 namespace spark {
@@ -80,8 +82,26 @@ bool isBF16Prefill(const KernelSpec &spec) {
 }
 
 
+/// The driver's wrapper of spark_avx2_attention for one attention kernel:
+/// its interface, with the layer's scale, window and cache layout passed.
+std::string avx2AttentionWrapper(const KernelSpec &spec, const std::string &name) {
+  char scale[64];
+  std::snprintf(scale, sizeof(scale), "%af", double(float(spec.scale)));
+  return std::string("static int ") + name +
+         "(halide_buffer_t *q, halide_buffer_t *k, halide_buffer_t *v,\n"
+         "    halide_buffer_t *k_cache, halide_buffer_t *v_cache, " +
+         (spec.gated ? "halide_buffer_t *gate, " : "") +
+         "int32_t pos0,\n    int32_t cached, halide_buffer_t *out) {\n"
+         "  return spark_avx2_attention(q, k, v, k_cache, v_cache, " +
+         (spec.gated ? "gate" : "NULL") + ", pos0, cached, out,\n      " + scale +
+         ", " + std::to_string(spec.window) + ", " + (spec.ring ? "1" : "0") +
+         ");\n}\n";
+}
+
 /// The AVX2 variant's matrix kernels: every quantized scheme and bf16
-/// weights, decode and prefill (avx2_linear.c).
+/// weights, decode and prefill (avx2_linear.c); and attention with f32
+/// caches, all query heads of a key/value head in one task
+/// (avx2_attention.c).
 const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
   static const std::vector<const char *> flags = {"-mavx2", "-mfma", "-mf16c"};
   static const Microkernel w8a8 = {"spark_avx2_linear_w8a8", "avx2_linear.c",
@@ -98,6 +118,19 @@ const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
       {"spark_avx2_linear_w8a16_xf16", "avx2_linear.c", flags}};
   static const Microkernel bf16 = {"spark_avx2_linear_bf16", "avx2_linear.c",
                                    flags};
+  static const Microkernel attention = {
+      "spark_avx2_attention", "avx2_attention.c", {"-mavx2", "-mfma"},
+      "extern int spark_avx2_attention(halide_buffer_t *, halide_buffer_t *,\n"
+      "    halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,\n"
+      "    halide_buffer_t *, int32_t, int32_t, halide_buffer_t *, float,\n"
+      "    int32_t, int32_t);",
+      avx2AttentionWrapper};
+  if (spec.kind == KernelKind::Attention)
+    return spec.weightType == DType::F32 && spec.headDim % 8 == 0 &&
+                   spec.kvHeads > 0 && spec.heads % spec.kvHeads == 0 &&
+                   spec.heads / spec.kvHeads <= 16
+               ? &attention
+               : nullptr;
   if (spec.kind != KernelKind::Linear || spec.out % 4 != 0)
     return nullptr;
   // Which of the three: the rounding of 16-bit inputs.

@@ -50,6 +50,13 @@ struct Microkernel {
   const char *symbol;
   const char *source;              // file name in the target's microkernel dir
   std::vector<const char *> flags; // C compiler flags it needs
+  /// A microkernel that also takes the layer's constants (what Halide bakes
+  /// into each kernel): the C declaration of `symbol`, and a static wrapper
+  /// named `name` with the kernel's own interface that passes them. The
+  /// driver defines one wrapper per kernel and calls it.
+  const char *declaration = nullptr;
+  std::string (*wrapper)(const KernelSpec &spec, const std::string &name) =
+      nullptr;
 };
 
 struct TargetInfo {
