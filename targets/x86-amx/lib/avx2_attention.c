@@ -87,6 +87,19 @@ static inline const float *key_row(const attention_job *j, int cache_key,
   return at3(cache_key ? j->k : j->v, g, row);
 }
 
+/* Requests key or value row m + kAhead: the rows of one head are a strided
+ * stream (the cache interleaves the heads) that a task reads row by row. */
+enum { kAhead = 8 };
+static inline void prefetch_row(const attention_job *j, int cache_key, int g,
+                                int m, int keys) {
+  if (m + kAhead >= keys)
+    return;
+  int32_t position;
+  const char *row = (const char *)key_row(j, cache_key, g, m + kAhead, &position);
+  for (int b = 0; b < j->hd * 4; b += 64)
+    _mm_prefetch(row + b, _MM_HINT_T0);
+}
+
 static int attention_task(void *user_context, int task, uint8_t *closure) {
   (void)user_context;
   const attention_job *j = (const attention_job *)closure;
@@ -107,6 +120,7 @@ static int attention_task(void *user_context, int task, uint8_t *closure) {
   for (int m = 0; m < keys; ++m) {
     int32_t position;
     const float *key = key_row(j, 1, g, m, &position);
+    prefetch_row(j, 1, g, m, keys);
     int seen = position <= query;
     if (j->window > 0)
       seen = seen && position > query - j->window;
@@ -157,6 +171,7 @@ static int attention_task(void *user_context, int task, uint8_t *closure) {
   for (int m = 0; m < keys; ++m) {
     int32_t position;
     const float *value = key_row(j, 0, g, m, &position);
+    prefetch_row(j, 0, g, m, keys);
     for (int h = 0; h < group; ++h) {
       const float w = scores[(size_t)h * keys + m];
       if (w == 0.0f)
