@@ -24,6 +24,9 @@ int spark_avx2_linear_w8a8(halide_buffer_t *, halide_buffer_t *,
                            halide_buffer_t *, float, halide_buffer_t *);
 int spark_avx2_linear_w4a8(halide_buffer_t *, halide_buffer_t *,
                            halide_buffer_t *, float, halide_buffer_t *);
+int spark_avx2_linear_w4a16(halide_buffer_t *, halide_buffer_t *,
+                            halide_buffer_t *, halide_buffer_t *,
+                            halide_buffer_t *);
 int spark_avx2_linear_w4a16_xbf16(halide_buffer_t *, halide_buffer_t *,
                                   halide_buffer_t *, halide_buffer_t *,
                                   halide_buffer_t *);
@@ -212,9 +215,11 @@ TEST_P(Avx2Kernels, W4A8) {
   expectClose(c, out, want, magnitude);
 }
 
-/// x rounded as the build's 16-bit activations.
-double rounded(float v, bool bf16) {
-  return bf16 ? bf16ToFloat(floatToBF16(v)) : halfToFloat(floatToHalf(v));
+/// x rounded as the build's activations: 0 f32 (as it is), 1 bf16, 2 f16.
+double rounded(float v, int type) {
+  return type == 1   ? bf16ToFloat(floatToBF16(v))
+         : type == 2 ? halfToFloat(floatToHalf(v))
+                     : double(v);
 }
 
 TEST_P(Avx2Kernels, W4A16) {
@@ -232,7 +237,8 @@ TEST_P(Avx2Kernels, W4A16) {
     scales[i] = floatToHalf(0.01f + 0.001f * float(i % 37));
     zeros[i] = floatToHalf(float(i % 16) * 0.75f);
   }
-  for (bool bf16 : {true, false}) {
+  // f32 inputs (FMAs), bf16 and f16 ones (int16 products).
+  for (int type : {0, 1, 2}) {
     std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
     for (int t = 0; t < c.T; ++t)
       for (int n = 0; n < N; ++n) {
@@ -240,7 +246,7 @@ TEST_P(Avx2Kernels, W4A16) {
         for (int k = 0; k < K; ++k) {
           size_t g = size_t(n) * (K / Group) + k / Group;
           double p = (code[size_t(n) * K + k] - double(halfToFloat(zeros[g]))) *
-                     halfToFloat(scales[g]) * rounded(c.in(t, k), bf16);
+                     halfToFloat(scales[g]) * rounded(c.in(t, k), type);
           sum += p;
           mag += std::fabs(p) + 15 * halfToFloat(scales[g]) * std::fabs(c.in(t, k));
         }
@@ -253,9 +259,10 @@ TEST_P(Avx2Kernels, W4A16) {
     Buffer sb(scales.data(), halide_type_float, 16, K / Group, N, K / Group);
     Buffer zb(zeros.data(), halide_type_float, 16, K / Group, N, K / Group);
     Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
-    ASSERT_EQ((bf16 ? spark_avx2_linear_w4a16_xbf16
-                    : spark_avx2_linear_w4a16_xf16)(&x.b, &wb.b, &sb.b, &zb.b, &ob.b),
-              0);
+    auto kernel = type == 1   ? spark_avx2_linear_w4a16_xbf16
+                  : type == 2 ? spark_avx2_linear_w4a16_xf16
+                              : spark_avx2_linear_w4a16;
+    ASSERT_EQ(kernel(&x.b, &wb.b, &sb.b, &zb.b, &ob.b), 0) << "inputs " << type;
     expectClose(c, out, want, magnitude);
   }
 }
@@ -281,7 +288,7 @@ TEST_P(Avx2Kernels, W8A16AndBF16) {
       for (int n = 0; n < N; ++n) {
         double sum = 0, mag = 0;
         for (int k = 0; k < K; ++k) {
-          double xv = kind == 1 ? rounded(c.in(t, k), true) : c.in(t, k);
+          double xv = kind == 1 ? rounded(c.in(t, k), 1) : c.in(t, k);
           double wv = kind == 2 ? double(bf16ToFloat(wbf[size_t(n) * K + k]))
                                 : w[size_t(n) * K + k] * double(scales[n]);
           sum += wv * xv;

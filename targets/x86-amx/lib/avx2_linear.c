@@ -11,7 +11,8 @@
  * 4-bit weights hold two codes a byte, low nibble first, in groups of 128
  * along K. Integer inputs (a8) are quantized per call with the rule of the
  * Halide kernels (microkernel_support.h); 16-bit inputs are rounded to the
- * build's activation type (x86_inputs.h) and multiplied in f32.
+ * build's activation type (x86_inputs.h): bf16 and f16 ones are then
+ * multiplied as int16 (see the int16 blocks), f32 ones in f32.
  *
  * Int8 products use vpmaddubsw (u8 x s8 pairs into int16) and vpmaddwd
  * (int16 pairs into int32):
@@ -20,8 +21,9 @@
  *   w4a8: the codes 0..15 are the unsigned side; a group's int16 partial
  *         sums stay below 4 * 2 * 15 * 127; the -8 of (code - 8) * scale
  *         comes off as 8 * scale * the group's sum of input codes.
- * 16-bit products widen the weights to f32 (4-bit: the zero point comes off
- * as scale * zero * the group's input sum) and accumulate with FMAs.
+ * f32 products (f32 inputs, bf16 weights) widen the weights to f32 (4-bit:
+ * the zero point comes off as scale * zero * the group's input sum) and
+ * accumulate with FMAs.
  *
  * Each parallel task takes kRowsPerTask consecutive rows, one row at a time,
  * so the weights are read as one linear stream; one token (decode) requests
