@@ -69,29 +69,21 @@ bool cpuHasAvx2() {
     GTEST_SKIP();                                                              \
   }
 
-/// A halide_buffer_t over host memory: dims inner first.
+/// A halide_buffer_t over host memory: extent0 dense, then (extent1 > 0)
+/// a second dim of extent1 with stride1.
 struct Buffer {
   halide_buffer_t b{};
   halide_dimension_t d[2]{};
   Buffer(void *host, halide_type_code_t code, int bits, int extent0,
-         int extent1, int stride1) {
+         int extent1 = 0, int stride1 = 0) {
     b.host = static_cast<uint8_t *>(host);
     b.type.code = code;
     b.type.bits = uint8_t(bits);
     b.type.lanes = 1;
-    b.dimensions = 2;
+    b.dimensions = extent1 > 0 ? 2 : 1;
     b.dim = d;
     d[0] = {0, extent0, 1, 0};
     d[1] = {0, extent1, stride1, 0};
-  }
-  Buffer(void *host, halide_type_code_t code, int bits, int extent0) {
-    b.host = static_cast<uint8_t *>(host);
-    b.type.code = code;
-    b.type.bits = uint8_t(bits);
-    b.type.lanes = 1;
-    b.dimensions = 1;
-    b.dim = d;
-    d[0] = {0, extent0, 1, 0};
   }
 };
 

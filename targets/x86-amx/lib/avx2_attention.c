@@ -18,18 +18,12 @@
  * exp, the values summed in a second pass. Needs hd % 8 == 0. Compiled with
  * -mavx2 -mfma. */
 #include "HalideRuntime.h"
+#include "avx2_support.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
-
-static inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 /* e^x for x <= 0 (the softmax's arguments), relative error about 2e-7:
  * x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its degree-6 Taylor series,
@@ -139,7 +133,7 @@ static int attention_task(void *user_context, int task, uint8_t *closure) {
       }
       for (; d < hd; d += 8)
         a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), _mm256_loadu_ps(key + d), a);
-      const float s = hsum8(_mm256_add_ps(a, b)) * j->scale;
+      const float s = spark_hsum_ps(_mm256_add_ps(a, b)) * j->scale;
       scores[(size_t)h * keys + m] = s;
       if (s > largest[h])
         largest[h] = s;
@@ -164,7 +158,7 @@ static int attention_task(void *user_context, int task, uint8_t *closure) {
       row[m] = w;
       tail += w;
     }
-    denominator[h] = hsum8(sum) + tail;
+    denominator[h] = spark_hsum_ps(sum) + tail;
     for (int d = 0; d < hd; ++d)
       acc[h * hd + d] = 0.0f;
   }

@@ -32,6 +32,7 @@
  * rows stay in cache. Blocks keep several independent accumulators so that
  * no FMA latency chain limits a row. Compiled with -mavx2 -mfma -mf16c. */
 #include "HalideRuntime.h"
+#include "avx2_support.h"
 #include "microkernel_support.h"
 #include "x86_inputs.h"
 
@@ -74,21 +75,6 @@ typedef struct avx2_job {
   int K, N, T, out_stride;
 } avx2_job;
 
-static inline float hsum_ps(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-static inline int32_t hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v),
-                            _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
-
 /* ---- int8 inputs ------------------------------------------------------- */
 
 /* Row n times tokens t0..t0+TB-1 (TB constant after inlining). */
@@ -114,7 +100,7 @@ SPARK_BLOCK w8a8_block(const avx2_job *j, int n, int t0, const int TB) {
   }
   for (int t = 0; t < TB; ++t)
     j->out[(size_t)(t0 + t) * j->out_stride + n] =
-        (float)hsum_epi32(acc[t]) * j->row_scales[n] * j->token_scales[t0 + t];
+        (float)spark_hsum_epi32(acc[t]) * j->row_scales[n] * j->token_scales[t0 + t];
 }
 
 SPARK_BLOCK w4a8_block(const avx2_job *j, int n, int t0, const int TB) {
@@ -158,7 +144,7 @@ SPARK_BLOCK w4a8_block(const avx2_job *j, int n, int t0, const int TB) {
   }
   for (int t = 0; t < TB; ++t)
     j->out[(size_t)(t0 + t) * j->out_stride + n] =
-        (hsum_ps(acc[t]) - 8.0f * offset[t]) * j->token_scales[t0 + t];
+        (spark_hsum_ps(acc[t]) - 8.0f * offset[t]) * j->token_scales[t0 + t];
 }
 
 /* ---- 16-bit inputs, f32 products --------------------------------------- */
@@ -199,7 +185,7 @@ SPARK_BLOCK wide_block(const avx2_job *j, int bf16, int n, int t0,
     __m256 sum = acc[0][t];
     for (int h = 1; h < H; ++h)
       sum = _mm256_add_ps(sum, acc[h][t]);
-    float v = hsum_ps(sum);
+    float v = spark_hsum_ps(sum);
     if (!bf16)
       v *= j->row_scales[n];
     j->out[(size_t)(t0 + t) * j->out_stride + n] = v;
@@ -252,7 +238,7 @@ SPARK_BLOCK w4a16_block(const avx2_job *j, int n, int t0, const int TB) {
   }
   for (int t = 0; t < TB; ++t)
     j->out[(size_t)(t0 + t) * j->out_stride + n] =
-        hsum_ps(acc[t]) - offset[t];
+        spark_hsum_ps(acc[t]) - offset[t];
 }
 
 /* ---- bf16 / f16 inputs, int16 products --------------------------------- */
@@ -279,7 +265,7 @@ static inline float group_factors(const avx2_job *j, int n, int t, int g,
         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(j->zeros + at)));
     _mm256_storeu_ps(factor,
                      _mm256_mul_ps(scale, _mm256_loadu_ps(j->input_scales + tg)));
-    offset = hsum_ps(_mm256_mul_ps(_mm256_mul_ps(scale, zero),
+    offset = spark_hsum_ps(_mm256_mul_ps(_mm256_mul_ps(scale, zero),
                                    _mm256_loadu_ps(j->sums + tg)));
     return offset;
   }
@@ -343,7 +329,7 @@ SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
     }
   }
   for (int t = 0; t < TB; ++t)
-    j->out[(size_t)(t0 + t) * j->out_stride + n] = hsum_ps(acc[t]) - offset[t];
+    j->out[(size_t)(t0 + t) * j->out_stride + n] = spark_hsum_ps(acc[t]) - offset[t];
 }
 
 /* w8a16: int8 codes, one scale per row. */
@@ -376,7 +362,7 @@ SPARK_BLOCK w8a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
   }
   for (int t = 0; t < TB; ++t)
     j->out[(size_t)(t0 + t) * j->out_stride + n] =
-        hsum_ps(acc[t]) * j->row_scales[n];
+        spark_hsum_ps(acc[t]) * j->row_scales[n];
 }
 
 /* ---- tasks -------------------------------------------------------------- */
