@@ -108,6 +108,24 @@ double streamBandwidth(const std::vector<float> &buffer, int threads) {
   return best;
 }
 
+/// `text` as a JSON string literal.
+std::string jsonString(const std::string &text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
 /// The manifest's decode_weight_bytes (0 when the build predates it).
 uint64_t decodeWeightBytes(const std::string &outDir) {
   std::ifstream in(outDir + "/manifest.json");
@@ -466,10 +484,11 @@ int main(int argc, char **argv) {
     std::FILE *f = std::fopen(path.c_str(), "w");
     if (!f)
       return fail(path + ": cannot be written: " + std::strerror(errno));
-    std::fprintf(f, "{\n  \"build\": \"%s\",\n  \"target\": \"%s\",\n"
-                    "  \"dispatch\": \"%s\",\n  \"pack_bytes\": %zu,\n"
+    std::fprintf(f, "{\n  \"build\": %s,\n  \"target\": %s,\n"
+                    "  \"dispatch\": %s,\n  \"pack_bytes\": %zu,\n"
                     "  \"decode_weight_bytes\": %llu,\n  \"rows\": [\n",
-                 outDir.c_str(), target.c_str(), dispatch.c_str(),
+                 jsonString(outDir).c_str(), jsonString(target).c_str(),
+                 jsonString(dispatch).c_str(),
                  info.pack_bytes, (unsigned long long)weightBytes);
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row &row = rows[i];
