@@ -754,11 +754,11 @@ llvm::Error Planner::lower(Operation *op) {
                          "' (decomposed and quantized ops need the fusion "
                          "passes, which are not in this build yet)");
   }
-  // The last residual add of a decoder layer is that layer's output.
-  if (isa<AddOp>(op) && width(op->getResult(0)) == plan.config.hiddenSize)
-    if (int layer = layerOf(op->getLoc()); layer >= 0)
-      layerOutputs[layer] = currentStep();
   step.layer = layerOf(op->getLoc());
+  // The last residual add of a decoder layer is that layer's output.
+  if (step.layer >= 0 && isa<AddOp>(op) &&
+      width(op->getResult(0)) == plan.config.hiddenSize)
+    layerOutputs[step.layer] = currentStep();
   plan.steps.push_back(std::move(step));
   return llvm::Error::success();
 }

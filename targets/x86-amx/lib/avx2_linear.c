@@ -170,9 +170,9 @@ SPARK_BLOCK wide_block(const avx2_job *j, int bf16, int n, int t0,
       acc[h][t] = _mm256_setzero_ps();
   const uint8_t *row = j->w + (size_t)n * K * bytes;
   for (int k = 0; k < K; k += 8 * H) {
-    if (TB == 1)
-      for (int b = 0; b < 8 * H * bytes; b += 64)
-        prefetch_line(row + (size_t)k * bytes + b);
+    /* a step covers 32 (int8) or 64 (bf16) bytes: one request a line */
+    if (TB == 1 && ((size_t)k * bytes) % 64 == 0)
+      prefetch_line(row + (size_t)k * bytes);
     for (int h = 0; h < H; ++h) {
       const __m256 wv = widen8(row, bf16, k + 8 * h);
       for (int t = 0; t < TB; ++t)
@@ -540,8 +540,6 @@ static int run_int16(halide_buffer_t *x, int rounding, int four_bit,
   const size_t cells = (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1);
   int16_t *values = NULL;
   float *scales = (float *)malloc(sizeof(float) * cells);
-  if (four_bit == 0)
-    sums = NULL;
   int rc = -1;
   if (scales && posix_memalign((void **)&values, 64,
                                sizeof(int16_t) * (size_t)(T > 0 ? T : 1) * K) == 0) {
@@ -562,6 +560,8 @@ static int run_int16(halide_buffer_t *x, int rounding, int four_bit,
           total += q[i];
         }
         scales[(size_t)t * groups + g] = scale;
+        /* the sum of what the int16 values stand for replaces the f32 sum
+         * spark_prepare_inputs wrote, so the zero point comes off exactly */
         if (four_bit)
           sums[(size_t)t * groups + g] = (float)total * scale;
       }
