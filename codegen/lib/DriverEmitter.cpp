@@ -481,6 +481,27 @@ static double bitsPerWeight(const ModelPlan &plan) {
   return parameters > 0 ? bits / parameters : 0.0;
 }
 
+/// Each matrix's stored precision ("int4 g128 asymmetric", "int8 per row",
+/// or its dtype), by pack tensor name: what the quantization recipe chose.
+static json::Object matrixPrecisions(const ModelPlan &plan) {
+  json::Object out;
+  for (const PackTensor &t : plan.tensors) {
+    if (t.layout != 0 || t.shape.size() != 2 || t.name.find(".scales") != std::string::npos ||
+        t.name.find(".zeros") != std::string::npos)
+      continue;
+    std::string precision;
+    if (t.group > 0)
+      precision = "int4 g" + std::to_string(t.group) +
+                  (t.symmetricGroups ? " symmetric" : " asymmetric");
+    else if (t.dtype == DType::I8)
+      precision = "int8 per row";
+    else
+      precision = dtypeName(t.dtype).lower();
+    out[t.name] = precision;
+  }
+  return out;
+}
+
 /// Bytes of the weight pack one decode step reads: every tensor a kernel
 /// reads whole (the matrices, their scales and zero points, the norms), not
 /// the tables a step reads one row of (the embedding lookup, RoPE tables;
@@ -547,6 +568,11 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
       {"dtype", dtypeName(plan.options.dtype).lower()},
       {"quant", plan.options.quant},
       {"bits_per_weight", bitsPerWeight(plan)},
+      {"group_size", plan.options.quant == "w4a16" || plan.options.quant == "w4a8"
+                         ? json::Value(plan.options.groupSize)
+                         : json::Value(nullptr)},
+      {"quant_recipe", json::Array(plan.options.quantRecipe)},
+      {"matrices", matrixPrecisions(plan)},
       {"max_context", plan.options.maxContext},
       {"max_chunk", plan.options.maxChunk},
       {"abi_hash", formatv("{0:x-16}", plan.abiHash).str()},

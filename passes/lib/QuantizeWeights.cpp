@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace spark {
 #define GEN_PASS_DEF_SPARKQUANTIZEWEIGHTS
@@ -22,6 +23,49 @@ FlatSymbolRefAttr productWeight(Operation *op) {
   if (auto logits = dyn_cast<LogitsOp>(op))
     return logits.getHeadAttr();
   return nullptr;
+}
+
+/// One rule of the precision recipe: weights matching `pattern` get `bits`
+/// (0: not quantized) in groups of `group` (4-bit; 0: the scheme's).
+struct RecipeRule {
+  std::string text;
+  llvm::GlobPattern pattern;
+  int bits = 0;
+  int64_t group = 0;
+  bool used = false;
+};
+
+bool validGroup(int64_t group) {
+  return group == 32 || group == 64 || group == 128 || group == 256;
+}
+
+/// Parses "PATTERN=PRECISION"; returns "" or what is wrong.
+std::string parseRule(StringRef text, RecipeRule &rule) {
+  rule.text = text.str();
+  auto [pattern, precision] = text.split('=');
+  pattern = pattern.trim();
+  precision = precision.trim();
+  if (pattern.empty() || precision.empty() || !text.contains('='))
+    return "expected PATTERN=PRECISION";
+  llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(pattern);
+  if (!glob)
+    return "bad pattern: " + llvm::toString(glob.takeError());
+  rule.pattern = std::move(*glob);
+  if (precision == "int8") {
+    rule.bits = 8;
+  } else if (precision == "none") {
+    rule.bits = 0;
+  } else if (precision == "int4") {
+    rule.bits = 4;
+  } else if (precision.consume_front("int4:")) {
+    rule.bits = 4;
+    if (precision.getAsInteger(10, rule.group) || !validGroup(rule.group))
+      return "the group of int4:G must be 32, 64, 128 or 256";
+  } else {
+    return "unknown precision '" + precision.str() +
+           "'; expected int8, int4, int4:G or none";
+  }
+  return "";
 }
 
 struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> {
@@ -50,6 +94,19 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
                                         : "f32, bf16 or f16");
       return signalPassFailure();
     }
+    if (!validGroup(groupSize)) {
+      module.emitError() << "spark-quantize-weights: group-size "
+                         << int64_t(groupSize)
+                         << " is not supported; expected 32, 64, 128 or 256";
+      return signalPassFailure();
+    }
+    std::vector<RecipeRule> rules(recipe.size());
+    for (size_t i = 0; i < recipe.size(); ++i)
+      if (std::string e = parseRule(recipe[i], rules[i]); !e.empty()) {
+        module.emitError() << "spark-quantize-weights: recipe rule '"
+                           << recipe[i] << "': " << e;
+        return signalPassFailure();
+      }
     SymbolTable symbols(module);
     llvm::SetVector<WeightOp> weights;
     module.walk([&](Operation *op) {
@@ -68,27 +125,52 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
     });
     MLIRContext *context = &getContext();
     auto int8 = QuantAttr::get(context, 8, /*group_size=*/0, /*symmetric=*/true);
-    // 4-bit codes in groups of 128 along the input dimension: asymmetric
-    // (w4a16) or symmetric, (code - 8) * scale (w4a8). A matrix whose rows do
-    // not split into whole groups keeps int8 per output channel.
-    auto int4 = QuantAttr::get(context, 4, /*group_size=*/128,
-                               /*symmetric=*/scheme == "w4a8");
+    // 4-bit codes in groups along the input dimension: asymmetric (w4a16) or
+    // symmetric, (code - 8) * scale (w4a8). A matrix whose rows do not split
+    // into whole groups keeps int8 per output channel.
+    const bool symmetric4 = int8Inputs; // w4a8-style codes with int8 inputs
+    llvm::SetVector<WeightOp> quantized;
     for (WeightOp weight : weights) {
-      if (weight.getQuant())
+      if (weight.getQuant()) {
+        quantized.insert(weight); // quantized before this pass
         continue;
+      }
       auto type = weight.getTensorType();
-      bool fourBit = fourBitScheme && type.getDimSize(1) % 128 == 0;
-      weight.setType(RankedTensorType::get(
-          type.getShape(), IntegerType::get(context, fourBit ? 4 : 8)));
-      weight.setQuantAttr(fourBit ? int4 : int8);
+      int bits = fourBitScheme ? 4 : 8;
+      int64_t group = groupSize;
+      for (RecipeRule &rule : rules)
+        if (rule.pattern.match(weight.getSymName())) {
+          rule.used = true;
+          bits = rule.bits;
+          group = rule.group ? rule.group : groupSize;
+        }
+      if (bits == 0)
+        continue; // kept in the build's dtype, like the head-gate projection
+      if (bits == 4 && type.getDimSize(1) % group != 0)
+        bits = 8;
+      weight.setType(RankedTensorType::get(type.getShape(),
+                                           IntegerType::get(context, bits)));
+      weight.setQuantAttr(bits == 4 ? QuantAttr::get(context, 4, group,
+                                                     symmetric4)
+                                    : int8);
+      quantized.insert(weight);
     }
+    for (const RecipeRule &rule : rules)
+      if (!rule.used) {
+        module.emitError()
+            << "spark-quantize-weights: recipe rule '" << rule.text
+            << "' matches no quantized weight; names are those of the fused "
+               "IR, for example model.embedding.weight or "
+               "model.layers.0.mlp.down_proj.weight";
+        return signalPassFailure();
+      }
     // The matrix products that read a quantized weight take quantized or
     // 16-bit inputs.
     SmallVector<Operation *> products;
     module.walk([&](Operation *op) {
       if (FlatSymbolRefAttr symbol = productWeight(op))
         if (auto weight = symbols.lookup<WeightOp>(symbol.getValue()))
-          if (weights.contains(weight))
+          if (quantized.contains(weight))
             products.push_back(op);
     });
     // w8a16 / w4a16: the inputs rounded to bf16 or f16 (or left f32).

@@ -120,10 +120,35 @@ cl::opt<std::string> quant(
     "quant",
     cl::desc("Quantization: none (default); w8a16 (int8 weights per output "
              "channel), w8a8 (the same, with int8 activations per token), "
-             "w4a16 (4-bit asymmetric, groups of 128) or w4a8 (4-bit "
+             "w4a16 (4-bit asymmetric, groups of --group-size) or w4a8 (4-bit "
              "symmetric, int8 activations); the head is included, the "
              "head-wise gate kept in full precision"),
     cl::init("none"), cl::cat(category));
+
+cl::opt<int64_t> groupSize(
+    "group-size",
+    cl::desc("w4a16 / w4a8: weights per 4-bit group along the input "
+             "dimension, 32, 64, 128 (default) or 256; each group stores an "
+             "f16 scale (and for w4a16 an f16 zero point)"),
+    cl::init(128), cl::cat(category));
+
+cl::opt<std::string> quantRecipe(
+    "quant-recipe",
+    cl::desc("A precision recipe: one rule PATTERN = PRECISION per line "
+             "('#' comments): weights whose fused name matches the glob get "
+             "int8, int4, int4:G (4-bit groups of G) or none (the build's "
+             "--dtype) instead of the --quant scheme's precision; the last "
+             "matching rule wins (docs/quantization.md)"),
+    cl::value_desc("file"), cl::init(""), cl::cat(category));
+
+cl::list<std::string> quantOverride(
+    "quant-override",
+    cl::desc("Recipe rules on the command line, PATTERN=PRECISION, "
+             "comma-separated or repeated; applied after --quant-recipe"),
+    cl::CommaSeparated, cl::cat(category));
+
+/// The recipe's rules: --quant-recipe's lines, then --quant-override.
+std::vector<std::string> recipeRules;
 
 cl::opt<std::string> calib(
     "calib",
@@ -224,6 +249,8 @@ spark::BuildOptions buildOptions() {
   options.quiet = quiet;
   options.amxKernel = amxKernel;
   options.quant = quant;
+  options.groupSize = groupSize;
+  options.quantRecipe = recipeRules;
   options.executable = emit == EmitStage::Executable;
   options.activations = activations;
   options.probeInputs = probeInputs;
@@ -279,6 +306,8 @@ mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module,
     spark::SparkQuantizeWeightsOptions quantize;
     quantize.scheme = quant;
     quantize.activations = activations;
+    quantize.groupSize = groupSize;
+    quantize.recipe.assign(recipeRules.begin(), recipeRules.end());
     pm->addPass(spark::createSparkQuantizeWeights(quantize));
   }
   spark::SparkKVLayoutOptions layout;
@@ -740,6 +769,37 @@ int main(int argc, char **argv) {
     return fail("--quant=" + quant +
                 " is not known; expected none, w8a16, "
                 "w8a8, w4a16 or w4a8");
+  if ((!quantRecipe.empty() || !quantOverride.empty()) && quant == "none")
+    return fail("--quant-recipe and --quant-override refine a quantization "
+                "scheme; give --quant=w8a16, w8a8, w4a16 or w4a8");
+  if (!quantRecipe.empty()) {
+    ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+        MemoryBuffer::getFile(quantRecipe);
+    if (!buffer)
+      return fail("--quant-recipe " + quantRecipe + ": " +
+                  buffer.getError().message());
+    SmallVector<StringRef> lines;
+    (*buffer)->getBuffer().split(lines, '\n');
+    for (size_t i = 0; i < lines.size(); ++i) {
+      StringRef line = lines[i].split('#').first.trim();
+      if (line.empty())
+        continue;
+      if (!line.contains('='))
+        return fail("--quant-recipe " + quantRecipe + ":" + Twine(i + 1) +
+                    ": expected PATTERN = PRECISION, got '" + line + "'");
+      recipeRules.push_back(line.str());
+    }
+  }
+  for (const std::string &rule : quantOverride)
+    recipeRules.push_back(rule);
+  if (groupSize.getNumOccurrences() && quant != "w4a16" && quant != "w4a8")
+    return fail("--group-size applies to the 4-bit schemes (--quant=w4a16 or "
+                "w4a8), not --quant=" +
+                quant);
+  if (groupSize != 32 && groupSize != 64 && groupSize != 128 &&
+      groupSize != 256)
+    return fail("--group-size=" + Twine(groupSize) +
+                " is not supported; expected 32, 64, 128 or 256");
   if (amxKernel != "tiles" && amxKernel != "halide")
     return fail("--amx-kernel=" + amxKernel +
                 " is not known; expected tiles "

@@ -33,6 +33,8 @@ struct BuildOptions {
   bool quiet = false;
   std::string amxKernel = "tiles"; // --target=spr: "tiles" or "halide"
   std::string quant = "none";      // --quant
+  int64_t groupSize = 128;         // --group-size (4-bit schemes)
+  std::vector<std::string> quantRecipe; // --quant-recipe / --quant-override
   bool executable = false;         // --emit=exe: also a static spark-run
   std::string activations = "dynamic"; // int8 input scales: dynamic, static
   /// Calibration builds: the layer probe also sees every matrix product's

@@ -99,11 +99,20 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
     and RoPE tables are not weights of this kind and stay fp32.
 
     Schemes: `w8a16` int8 codes, one scale per output channel; `w4a16` 4-bit
-    asymmetric codes in groups of 128 along the input dimension; `w8a8` and
-    `w4a8` the same weights as w8a16 and symmetric 4-bit ((code - 8) * scale,
-    groups of 128), and each `spark.linear` / `spark.logits` that reads a
-    quantized weight gets `input_quant` (int8 activations per token). A
-    matrix whose rows are not whole groups of 128 stays int8.
+    asymmetric codes in groups of `group-size` (default 128) along the input
+    dimension; `w8a8` and `w4a8` the same weights as w8a16 and symmetric
+    4-bit ((code - 8) * scale, same groups), and each `spark.linear` /
+    `spark.logits` that reads a quantized weight gets `input_quant` (int8
+    activations per token). A matrix whose rows are not whole groups stays
+    int8.
+
+    `recipe` overrides the scheme per weight, the way llama.cpp's mixed
+    types (Q4_K_M) keep chosen tensors at more bits: each rule
+    `PATTERN=PRECISION` matches weight names (after fusion, for example
+    `model.embedding.weight`, `*.mlp.down_proj.weight`,
+    `model.layers.0.*`) with a glob; PRECISION is `int8`, `int4`, `int4:G`
+    or `none`. A rule that matches no quantized weight is an error. The
+    result is visible on each weight's `#spark.quant` (or its absence).
 
     `activations=bf16` or `f16` (w8a16, w4a16): each such op gets
     `input_type`, its inputs rounded to that 16-bit type; `f32` (the
@@ -123,6 +132,14 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
   let options = [
     Option<"scheme", "scheme", "std::string", /*default=*/"\"w8a16\"",
            "Quantization scheme: w8a16, w8a8, w4a16 or w4a8">,
+    ListOption<"recipe", "recipe", "std::string",
+               "Precision overrides, PATTERN=PRECISION: weights whose name "
+               "matches the glob PATTERN get int8, int4 (the scheme's 4-bit "
+               "groups), int4:G (groups of G) or none (the build's dtype); "
+               "the last matching rule wins">,
+    Option<"groupSize", "group-size", "int64_t", /*default=*/"128",
+           "4-bit schemes: weights per group along the input dimension "
+           "(32, 64, 128 or 256)">,
     Option<"activations", "activations", "std::string", /*default=*/"\"\"",
            "int8 input scales (w8a8, w4a8): dynamic (per token, at run "
            "time) or static (from each op's calibrated input_range); "
