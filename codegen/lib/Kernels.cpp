@@ -55,6 +55,7 @@ std::string KernelSpec::name() const {
   case KernelKind::Linear:
     os << "linear_k" << in << "_n" << out << "_" << weightSuffix(*this)
        << (inputBits ? "_a" + std::to_string(inputBits) : "")
+       << (inputBlock ? "b" + std::to_string(inputBlock) : "")
        << (inputType != DType::F32 ? "_x" + typeSuffix(inputType) : "")
        << phaseSuffix();
     break;
@@ -179,33 +180,42 @@ void buildLinear(KernelAlgorithm &k) {
   // the static, calibrated `input_scale` when that is positive.
   Expr input = x(r, k.y), inputScale = 1.0f;
   Param<float> staticScale("input_scale");
-  if (s.inputBits == 8) {
-    k.innerReduction = RDom(0, int(s.in), "rx");
+  if (s.inputBits == 8 && s.inputBlock) {
+    // One scale per token and block of inputBlock along K: the products sum
+    // int8 x int8 exactly within a block and scale each block's sum.
+    const int block = int(s.inputBlock);
+    Var b("b");
+    k.innerReduction = RDom(0, block, "rx");
     Func range("input_range");
-    range(k.y) = 0.0f;
-    range(k.y) = max(range(k.y), abs(x(k.innerReduction.x, k.y)));
-    Func tokenScale("input_scale_of_token");
-    tokenScale(k.y) = select(staticScale > 0.0f, staticScale,
-                             range(k.y) / 127.0f);
-    Expr inverse =
-        select(tokenScale(k.y) > 0.0f, 1.0f / tokenScale(k.y), 0.0f);
+    range(b, k.y) = 0.0f;
+    range(b, k.y) =
+        max(range(b, k.y), abs(x(b * block + k.innerReduction.x, k.y)));
+    Func blockScale("input_scale_of_block");
+    blockScale(b, k.y) = range(b, k.y) / 127.0f;
+    Expr inverse = select(blockScale(k.x / block, k.y) > 0.0f,
+                          1.0f / blockScale(k.x / block, k.y), 0.0f);
     Func codes("input_codes");
     codes(k.x, k.y) = cast<int8_t>(
         clamp(round(x(k.x, k.y) * inverse), -127.0f, 127.0f));
     k.inputRange = range;
-    k.inputScale = tokenScale;
+    k.inputScale = blockScale;
     k.quantizedInput = codes;
     input = codes(r, k.y);
-    inputScale = tokenScale(k.y);
-  } else if (s.inputType != DType::F32) {
+  } else if (s.inputBits == 8) {
+    k.innerReduction = RDom(0, int(s.in), "rx");  } else if (s.inputType != DType::F32) {
     // 16-bit activations: each value rounded to bf16 / f16 once per call.
     Func rounded("input_16bit");
     rounded(k.x, k.y) = cast(halideType(s.inputType), x(k.x, k.y));
     k.roundedInput = rounded;
     input = cast<float>(rounded(r, k.y));
   }
-  // int8 weights times int8 codes: exact int32 sums.
-  const bool integerDot = s.inputBits == 8 && s.weightType == DType::I8;
+  // int8 weights times int8 codes: exact int32 sums (per token scale).
+  const bool integerDot =
+      s.inputBits == 8 && !s.inputBlock && s.weightType == DType::I8;
+  // Block scales: each product scaled by its block's scale, summed in f32.
+  Expr blockFactor = 1.0f;
+  if (s.inputBits == 8 && s.inputBlock)
+    blockFactor = k.inputScale(r / int(s.inputBlock), k.y);
   Func dot("dot");
   dot(k.x, k.y) = integerDot ? Expr(0) : Expr(0.0f);
   ImageParam scales(s.group ? Float(16) : Float(32), s.group ? 2 : 1, "scales");
@@ -219,11 +229,15 @@ void buildLinear(KernelAlgorithm &k) {
     Expr zero = s.symmetricGroups ? Expr(8.0f) : cast<float>(zeros(g, k.x));
     // (code - 8) * input code is exact in f32 for w4a8.
     dot(k.x, k.y) += (code - zero) * cast<float>(input) *
-                     cast<float>(scales(g, k.x));
+                     (cast<float>(scales(g, k.x)) * blockFactor);
   } else if (integerDot) {
     // |w * x| <= 127 * 127: an exact int16 product, widened to the sum.
     dot(k.x, k.y) += cast<int32_t>(cast<int16_t>(w(r, k.x)) *
                                    cast<int16_t>(input));
+  } else if (s.inputBits == 8 && s.inputBlock) {
+    dot(k.x, k.y) += cast<float>(cast<int16_t>(w(r, k.x)) *
+                                 cast<int16_t>(input)) *
+                     blockFactor;
   } else {
     dot(k.x, k.y) += cast<float>(w(r, k.x)) * input;
   }

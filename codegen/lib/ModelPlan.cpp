@@ -574,8 +574,10 @@ llvm::Error Planner::lower(Operation *op) {
     spec.weightType = plan.tensors[w].dtype;
     spec.group = plan.tensors[w].group;
     spec.symmetricGroups = plan.tensors[w].symmetricGroups;
-    if (auto inputQuant = op->getAttrOfType<QuantAttr>("input_quant"))
+    if (auto inputQuant = op->getAttrOfType<QuantAttr>("input_quant")) {
       spec.inputBits = inputQuant.getBits();
+      spec.inputBlock = inputQuant.getGroupSize();
+    }
     if (auto inputType = op->getAttrOfType<TypeAttr>("input_type"))
       spec.inputType = inputType.getValue().isBF16() ? DType::BF16 : DType::F16;
     spec.phase = Phase::Prefill;

@@ -170,8 +170,8 @@ LogicalResult RMSNormOp::verifySymbolUses(SymbolTableCollection &symbols) {
                          {lastDim(getInput())});
 }
 
-/// Activation quantization is dynamic int8 per token: 8 bits, symmetric,
-/// no groups.
+/// Activation quantization is dynamic int8: 8 bits, symmetric, one scale
+/// per token (group_size 0) or per token and block of group_size inputs.
 static LogicalResult verifyInputQuant(Operation *op, QuantAttr quant,
                                       FloatAttr range, FloatAttr scale,
                                       TypeAttr type) {
@@ -183,12 +183,24 @@ static LogicalResult verifyInputQuant(Operation *op, QuantAttr quant,
     return op->emitOpError()
            << "has both input_quant (int8 inputs) and input_type (16-bit "
               "inputs); expected one";
-  if (quant && (quant.getBits() != 8 || !quant.getSymmetric() ||
-                quant.getGroupSize() != 0))
-    return op->emitOpError()
-           << "input_quant must be #spark.quant<bits = 8, group_size = 0, "
-              "symmetric = true> (int8 per token), got "
-           << quant;
+  if (quant) {
+    int64_t block = quant.getGroupSize();
+    if (quant.getBits() != 8 || !quant.getSymmetric() ||
+        (block != 0 && block != 32 && block != 64 && block != 128 &&
+         block != 256))
+      return op->emitOpError()
+             << "input_quant must be #spark.quant<bits = 8, group_size = 0 "
+                "(per token) or 32, 64, 128, 256 (per block), symmetric = "
+                "true> (int8 inputs), got "
+             << quant;
+    int64_t width = cast<ShapedType>(op->getOperand(0).getType()).getDimSize(1);
+    if (block && !ShapedType::isDynamic(width) && width % block != 0)
+      return op->emitOpError() << "input_quant blocks of " << block
+                               << " do not divide the input width " << width;
+    if (block && scale)
+      return op->emitOpError() << "input_scale (one static scale) does not "
+                                  "combine with per-block input_quant";
+  }
   for (auto [attr, name] : {std::pair{range, "input_range"},
                             std::pair{scale, "input_scale"}}) {
     if (!attr)

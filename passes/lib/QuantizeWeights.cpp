@@ -100,6 +100,16 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
                          << " is not supported; expected 32, 64, 128 or 256";
       return signalPassFailure();
     }
+    if (activationBlock && (!int8Inputs || inputs == "static" ||
+                            (activationBlock != 32 && activationBlock != 64 &&
+                             activationBlock != 128 && activationBlock != 256))) {
+      module.emitError()
+          << "spark-quantize-weights: activation-block "
+          << int64_t(activationBlock)
+          << " needs dynamic int8 activations (w8a8, w4a8) and a block of "
+             "32, 64, 128 or 256";
+      return signalPassFailure();
+    }
     std::vector<RecipeRule> rules(recipe.size());
     for (size_t i = 0; i < recipe.size(); ++i)
       if (std::string e = parseRule(recipe[i], rules[i]); !e.empty()) {
@@ -185,8 +195,14 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
     }
     // w8a8 / w4a8: int8 inputs, quantized per token at run time, or (static)
     // with one calibrated scale per op, never a made-up one.
+    // With activation-block = B, one scale per token and block of B inputs
+    // (a product whose K is not whole blocks keeps one scale per token).
     for (Operation *op : products) {
-      op->setAttr("input_quant", int8);
+      int64_t k = cast<ShapedType>(op->getOperand(0).getType()).getDimSize(1);
+      int64_t block = activationBlock && k % activationBlock == 0
+                          ? int64_t(activationBlock)
+                          : 0;
+      op->setAttr("input_quant", QuantAttr::get(context, 8, block, true));
       if (inputs != "static")
         continue;
       auto range = op->getAttrOfType<FloatAttr>("input_range");

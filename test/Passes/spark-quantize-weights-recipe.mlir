@@ -1,6 +1,9 @@
 // RUN: spark-opt %s --spark-quantize-weights="scheme=w4a16 group-size=64" | FileCheck %s --check-prefix=G64
 // RUN: spark-opt %s --spark-quantize-weights="scheme=w4a16 recipe=head=int8,*.down=int4:32,keep=none activations=bf16" | FileCheck %s --check-prefix=RECIPE
 // RUN: spark-opt %s --spark-quantize-weights="scheme=w8a8 recipe=*.down=int4,*.down=int4:256" | FileCheck %s --check-prefix=A8
+// RUN: spark-opt %s --spark-quantize-weights="scheme=w8a8 activation-block=64" | FileCheck %s --check-prefix=BLOCK
+// RUN: not spark-opt %s --spark-quantize-weights="scheme=w8a16 activation-block=64" 2>&1 | FileCheck %s --check-prefix=BLOCKA16
+// RUN: not spark-opt %s --spark-quantize-weights="scheme=w8a8 activation-block=48" 2>&1 | FileCheck %s --check-prefix=BLOCK48
 // RUN: not spark-opt %s --spark-quantize-weights="scheme=w4a16 group-size=48" 2>&1 | FileCheck %s --check-prefix=BADGROUP
 // RUN: not spark-opt %s --spark-quantize-weights="scheme=w4a16 recipe=nothing*=int8" 2>&1 | FileCheck %s --check-prefix=UNUSED
 // RUN: not spark-opt %s --spark-quantize-weights="scheme=w4a16 recipe=head=int3" 2>&1 | FileCheck %s --check-prefix=PRECISION
@@ -29,6 +32,13 @@
 // A8: spark.weight @head : tensor<64x256xi8>
 // A8-NEXT: spark.weight @layer.down : tensor<64x256xi4> {quant = #spark.quant<bits = 4, group_size = 256, symmetric = true>}
 // A8: spark.linear %arg0 weight @layer.down {input_quant = #spark.quant<bits = 8, group_size = 0, symmetric = true>}
+
+// activation-block: int8 inputs with one scale per token and block of 64
+// inputs; a product whose inputs are not whole blocks keeps per-token scales.
+// BLOCK: spark.linear %arg0 weight @head {input_quant = #spark.quant<bits = 8, group_size = 64, symmetric = true>}
+// BLOCK: spark.linear %arg1 weight @narrow {input_quant = #spark.quant<bits = 8, group_size = 0, symmetric = true>}
+// BLOCKA16: spark-quantize-weights: activation-block 64 needs dynamic int8 activations (w8a8, w4a8) and a block of 32, 64, 128 or 256
+// BLOCK48: spark-quantize-weights: activation-block 48 needs dynamic int8 activations
 
 // BADGROUP: spark-quantize-weights: group-size 48 is not supported; expected 32, 64, 128 or 256
 // UNUSED: spark-quantize-weights: recipe rule 'nothing*=int8' matches no quantized weight; names are those of the fused IR

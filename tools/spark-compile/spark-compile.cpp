@@ -132,6 +132,14 @@ cl::opt<int64_t> groupSize(
              "f16 scale (and for w4a16 an f16 zero point)"),
     cl::init(128), cl::cat(category));
 
+cl::opt<int64_t> activationBlock(
+    "activation-block",
+    cl::desc("w8a8 / w4a8 with dynamic activations: one int8 scale per token "
+             "and block of this many inputs, 32, 64, 128 or 256 (default 0: "
+             "one scale per token). Hand-written kernels take per-token "
+             "scales only; blocks run on Halide kernels"),
+    cl::init(0), cl::cat(category));
+
 cl::opt<std::string> quantRecipe(
     "quant-recipe",
     cl::desc("A precision recipe: one rule PATTERN = PRECISION per line "
@@ -307,6 +315,7 @@ mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module,
     quantize.scheme = quant;
     quantize.activations = activations;
     quantize.groupSize = groupSize;
+    quantize.activationBlock = activationBlock;
     quantize.recipe.assign(recipeRules.begin(), recipeRules.end());
     pm->addPass(spark::createSparkQuantizeWeights(quantize));
   }
@@ -792,6 +801,14 @@ int main(int argc, char **argv) {
   }
   for (const std::string &rule : quantOverride)
     recipeRules.push_back(rule);
+  if (activationBlock && quant != "w8a8" && quant != "w4a8")
+    return fail("--activation-block applies to int8 activations (--quant=w8a8 "
+                "or w4a8), not --quant=" +
+                quant);
+  if (activationBlock && activationBlock != 32 && activationBlock != 64 &&
+      activationBlock != 128 && activationBlock != 256)
+    return fail("--activation-block=" + Twine(activationBlock) +
+                " is not supported; expected 32, 64, 128 or 256");
   if (groupSize.getNumOccurrences() && quant != "w4a16" && quant != "w4a8")
     return fail("--group-size applies to the 4-bit schemes (--quant=w4a16 or "
                 "w4a8), not --quant=" +
@@ -873,6 +890,9 @@ int main(int argc, char **argv) {
       activations != "bf16" && activations != "f16")
     return fail("--activations=" + activations + " does not apply to --quant=" +
                 quant + "; expected f32, bf16 or f16 (16-bit activations)");
+  if (activations == "static" && activationBlock)
+    return fail("--activation-block gives dynamic scales per block; it does "
+                "not combine with --activations=static");
   if (activations == "static" && !calibrated)
     return fail("--activations=static needs calibrated activation ranges: "
                 "give --calib FILE (token ids, one sequence per line) or "

@@ -132,7 +132,9 @@ void scheduleAttention(KernelAlgorithm &k, int lanes) {
 void scheduleInputQuantization(KernelAlgorithm &k, int lanes) {
   k.inputRange.compute_root();
   k.inputScale.compute_root();
-  if (Func partial = vectorizeSum(k.inputRange, k.innerReduction, k.spec.in,
+  if (Func partial = vectorizeSum(k.inputRange, k.innerReduction,
+                                  k.spec.inputBlock ? k.spec.inputBlock
+                                                    : k.spec.in,
                                   lanes);
       partial.defined())
     partial.compute_at(k.inputRange, k.inputRange.args()[0]);

@@ -135,7 +135,7 @@ func.func @f(%x: tensor<4x16xf32>) -> tensor<5x32xf32> {
 
 spark.weight @w : tensor<32x16xf32>
 func.func @f(%x: tensor<4x16xf32>) -> tensor<4x32xf32> {
-  // expected-error @+1 {{input_quant must be #spark.quant<bits = 8, group_size = 0, symmetric = true> (int8 per token), got #spark.quant<bits = 4, group_size = 0, symmetric = true>}}
+  // expected-error @+1 {{input_quant must be #spark.quant<bits = 8, group_size = 0 (per token) or 32, 64, 128, 256 (per block), symmetric = true> (int8 inputs), got #spark.quant<bits = 4, group_size = 0, symmetric = true>}}
   %y = spark.linear %x weight @w {input_quant = #spark.quant<bits = 4, group_size = 0, symmetric = true>} : tensor<4x16xf32> -> tensor<4x32xf32>
   return %y : tensor<4x32xf32>
 }
@@ -144,8 +144,26 @@ func.func @f(%x: tensor<4x16xf32>) -> tensor<4x32xf32> {
 
 spark.weight @head : tensor<32x16xf32>
 func.func @f(%x: tensor<4x16xf32>) -> tensor<4x32xf32> {
-  // expected-error @+1 {{input_quant must be #spark.quant<bits = 8, group_size = 0, symmetric = true> (int8 per token), got #spark.quant<bits = 8, group_size = 0, symmetric = false>}}
+  // expected-error @+1 {{input_quant must be #spark.quant<bits = 8, group_size = 0 (per token) or 32, 64, 128, 256 (per block), symmetric = true> (int8 inputs), got #spark.quant<bits = 8, group_size = 0, symmetric = false>}}
   %y = spark.logits %x head @head {input_quant = #spark.quant<bits = 8, group_size = 0, symmetric = false>} : tensor<4x16xf32> -> tensor<4x32xf32>
+  return %y : tensor<4x32xf32>
+}
+
+// -----
+
+spark.weight @w : tensor<32x48xf32>
+func.func @f(%x: tensor<4x48xf32>) -> tensor<4x32xf32> {
+  // expected-error @+1 {{input_quant blocks of 32 do not divide the input width 48}}
+  %y = spark.linear %x weight @w {input_quant = #spark.quant<bits = 8, group_size = 32, symmetric = true>} : tensor<4x48xf32> -> tensor<4x32xf32>
+  return %y : tensor<4x32xf32>
+}
+
+// -----
+
+spark.weight @w : tensor<32x64xf32>
+func.func @f(%x: tensor<4x64xf32>) -> tensor<4x32xf32> {
+  // expected-error @+1 {{input_scale (one static scale) does not combine with per-block input_quant}}
+  %y = spark.linear %x weight @w {input_quant = #spark.quant<bits = 8, group_size = 32, symmetric = true>, input_scale = 0.5 : f32} : tensor<4x64xf32> -> tensor<4x32xf32>
   return %y : tensor<4x32xf32>
 }
 

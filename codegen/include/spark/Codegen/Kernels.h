@@ -54,6 +54,7 @@ struct KernelSpec {
   int64_t group = 0;  // Linear/Embed with 4-bit weights (U8 bytes): group size
   bool symmetricGroups = false; // 4-bit: (code - 8) * scale, no zeros input
   int64_t inputBits = 0; // Linear: 8 = inputs quantized to int8 per token
+  int64_t inputBlock = 0; // Linear, int8 inputs: one scale per block of K (0: per token)
   DType inputType = DType::F32; // Linear: BF16 / F16 = inputs rounded to it
   bool ring = false;  // Attention: ring cache
   bool gated = false; // Attention: sigmoid head gate in the epilogue
@@ -69,7 +70,7 @@ struct KernelSpec {
   /// symmetric 4-bit groups of 128: what the int8 dot-product microkernels
   /// take.
   bool isInt8Linear(bool fourBit) const {
-    if (kind != KernelKind::Linear || inputBits != 8)
+    if (kind != KernelKind::Linear || inputBits != 8 || inputBlock)
       return false;
     return fourBit ? group == 128 && symmetricGroups
                    : weightType == DType::I8 && !group;

@@ -173,7 +173,10 @@ def Spark_LinearOp : Spark_WeightUserOp<"linear"> {
     true>`, what `spark-quantize-weights` sets for w8a8 and w4a8), each input
     row is quantized at run time to symmetric int8 codes with its own scale
     (max |x| / 127) and the product accumulates the integer codes in int32:
-    dynamic per-token activation quantization. With `input_scale` as well,
+    dynamic per-token activation quantization. With `group_size = B` (32,
+    64, 128 or 256, dividing the input width) each token has one scale per
+    block of B inputs instead, and each block's integer sum is scaled by its
+    own scale. With `input_scale` as well (per token only),
     every input row uses that one scale instead (static, calibrated
     quantization: code = clamp(round(x / input_scale), -127, 127)).
 

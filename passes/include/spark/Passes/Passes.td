@@ -118,6 +118,11 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
     `input_type`, its inputs rounded to that 16-bit type; `f32` (the
     default for these schemes) keeps f32 inputs.
 
+    `activation-block=B` (w8a8, w4a8, dynamic): `input_quant` gets
+    `group_size = B`: one scale per token and block of B inputs, as
+    llama.cpp's Q8_0 blocks feed its dot products (a product whose inputs
+    are not whole blocks keeps one scale per token).
+
     `activations=static` (w8a8, w4a8): each such op also gets `input_scale`
     = `input_range` / 127, one calibrated scale for all its input rows. The
     ranges come from calibration (`spark-compile --calib`); an op without
@@ -137,6 +142,9 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
                "matches the glob PATTERN get int8, int4 (the scheme's 4-bit "
                "groups), int4:G (groups of G) or none (the build's dtype); "
                "the last matching rule wins">,
+    Option<"activationBlock", "activation-block", "int64_t", /*default=*/"0",
+           "Dynamic int8 activations: one scale per token and block of this "
+           "many inputs (32, 64, 128 or 256; 0: one per token)">,
     Option<"groupSize", "group-size", "int64_t", /*default=*/"128",
            "4-bit schemes: weights per group along the input dimension "
            "(32, 64, 128 or 256)">,
