@@ -57,73 +57,150 @@ int quantizeInt4(float value, const Int4Group &g) {
   return int(int4Code(value, 1.0f / g.scale, g.zero));
 }
 
-/// The grid among `candidates(shrink)` with the smallest squared error.
-static Int4Group
-bestInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n,
-              llvm::function_ref<Int4Group(float shrink)> candidate) {
-  // The values once, not once per candidate (they may be decoded from the
-  // checkpoint on every call).
-  llvm::SmallVector<float, 128> values(n);
-  for (int64_t i = 0; i < n; ++i)
-    values[i] = value(i);
+namespace {
+
+/// Weighted squared-error search over 4-bit grids for one group. Each
+/// candidate grid assigns codes; a least-squares refit of the scale (and,
+/// asymmetric, the offset) to those codes under the weights follows, the
+/// fit is rounded to f16 (what the pack stores), the codes are re-chosen
+/// against the rounded grid, and the grid with the least weighted error
+/// wins.
+struct GroupSearch {
+  llvm::SmallVector<float, 256> x, w;
+  bool symmetric = false;
   Int4Group best;
   double bestError = -1.0;
-  for (float shrink : {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f}) {
-    Int4Group g = candidate(shrink);
+
+  static float toHalf(float v) { return halfToFloat(floatToHalf(v)); }
+
+  /// The weighted error of grid g after rounding it to f16; keeps the best.
+  void consider(Int4Group g) {
+    if (!(g.scale > 0.0f) || !std::isfinite(g.scale) || !std::isfinite(g.zero))
+      return;
+    g.scale = toHalf(g.scale);
+    g.zero = symmetric ? 8.0f : toHalf(g.zero);
+    if (!(g.scale > 0.0f) || !std::isfinite(g.scale))
+      return;
     const float inverse = 1.0f / g.scale;
-    auto squared = [&](int64_t i) {
-      double d = (int4Code(values[i], inverse, g.zero) - g.zero) * g.scale -
-                 values[i];
-      return d * d;
-    };
-    // Four partial sums: one chain of dependent additions bounded the
-    // search, which was most of a 4-bit compile.
-    double e0 = 0.0, e1 = 0.0, e2 = 0.0, e3 = 0.0;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-      e0 += squared(i);
-      e1 += squared(i + 1);
-      e2 += squared(i + 2);
-      e3 += squared(i + 3);
+    double e0 = 0.0, e1 = 0.0;
+    size_t i = 0, n = x.size();
+    for (; i + 2 <= n; i += 2) {
+      double d0 = (int4Code(x[i], inverse, g.zero) - g.zero) * g.scale - x[i];
+      double d1 =
+          (int4Code(x[i + 1], inverse, g.zero) - g.zero) * g.scale - x[i + 1];
+      e0 += w[i] * d0 * d0;
+      e1 += w[i + 1] * d1 * d1;
     }
-    for (; i < n; ++i)
-      e0 += squared(i);
-    double error = (e0 + e1) + (e2 + e3);
+    for (; i < n; ++i) {
+      double d = (int4Code(x[i], inverse, g.zero) - g.zero) * g.scale - x[i];
+      e0 += w[i] * d * d;
+    }
+    double error = e0 + e1;
     if (bestError < 0.0 || error < bestError) {
       bestError = error;
       best = g;
     }
   }
-  return best;
-}
 
-Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n) {
+  /// Codes of the grid g, then the weighted least-squares grid for them.
+  void refit(Int4Group g) {
+    if (!(g.scale > 0.0f))
+      return;
+    const float inverse = 1.0f / g.scale;
+    double sw = 0, sl = 0, sll = 0, sx = 0, sxl = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      double l = int4Code(x[i], inverse, g.zero) - (symmetric ? 8.0 : 0.0);
+      sw += w[i];
+      sl += w[i] * l;
+      sll += w[i] * l * l;
+      sx += w[i] * x[i];
+      sxl += w[i] * x[i] * l;
+    }
+    if (symmetric) { // x ~ s * l
+      if (sll > 0)
+        consider({float(sxl / sll), 8.0f});
+      return;
+    }
+    // x ~ s * l + m, zero = -m / s.
+    double d = sw * sll - sl * sl;
+    if (d <= 0)
+      return;
+    double scale = (sw * sxl - sx * sl) / d, offset = (sll * sx - sl * sxl) / d;
+    if (scale > 0)
+      consider({float(scale), float(-offset / scale)});
+  }
+};
+
+} // namespace
+
+Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n,
+                          const float *importance) {
+  GroupSearch search;
+  search.x.resize(n);
+  search.w.resize(n);
   float lo = 0.0f, hi = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
-    lo = std::min(lo, value(i));
-    hi = std::max(hi, value(i));
+    search.x[i] = value(i);
+    search.w[i] = importance ? importance[i] : 1.0f;
+    lo = std::min(lo, search.x[i]);
+    hi = std::max(hi, search.x[i]);
   }
-  return bestInt4Group(value, n, [&](float shrink) {
+  if (hi <= lo) { // all zeros
+    search.consider({1.0f, 0.0f});
+    return search.best;
+  }
+  // Shrunk [min, max] ranges with integer zero points, then grids of 14 to
+  // 16 steps over [min, max], each refitted.
+  for (float shrink : {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f}) {
     Int4Group g;
     float a = lo * shrink, b = hi * shrink;
-    g.scale = b > a ? (b - a) / 15.0f : 1.0f;
-    g.zero = std::nearbyint(-a / g.scale);
-    g.zero = std::min(15.0f, std::max(0.0f, g.zero));
-    return g;
-  });
+    g.scale = (b - a) / 15.0f;
+    g.zero = std::min(15.0f, std::max(0.0f, std::nearbyint(-a / g.scale)));
+    search.consider(g);
+    search.refit(g);
+  }
+  for (int step = 0; step <= 10; ++step) {
+    Int4Group g;
+    g.scale = (hi - lo) / (14.0f + 0.2f * float(step));
+    g.zero = -lo / g.scale;
+    search.refit(g);
+  }
+  return search.best;
 }
 
 Int4Group searchSymmetricInt4Group(llvm::function_ref<float(int64_t)> value,
-                                   int64_t n) {
-  float largest = 0.0f;
-  for (int64_t i = 0; i < n; ++i)
-    largest = std::max(largest, std::fabs(value(i)));
-  return bestInt4Group(value, n, [&](float shrink) {
-    Int4Group g;
-    g.scale = largest > 0.0f ? largest * shrink / 7.0f : 1.0f;
-    g.zero = 8.0f;
-    return g;
-  });
+                                   int64_t n, const float *importance) {
+  GroupSearch search;
+  search.symmetric = true;
+  search.x.resize(n);
+  search.w.resize(n);
+  float largest = 0.0f, top = 0.0f, bottom = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    search.x[i] = value(i);
+    search.w[i] = importance ? importance[i] : 1.0f;
+    largest = std::max(largest, std::fabs(search.x[i]));
+    top = std::max(top, search.x[i]);
+    bottom = std::min(bottom, search.x[i]);
+  }
+  if (largest == 0.0f) {
+    search.consider({1.0f, 8.0f});
+    return search.best;
+  }
+  // max |x| on 7 steps (shrunk), the positive side on 7 or the negative
+  // side on 8 steps, each refitted.
+  for (float shrink : {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f}) {
+    Int4Group g{largest * shrink / 7.0f, 8.0f};
+    search.consider(g);
+    search.refit(g);
+  }
+  for (int step = 0; step <= 6; ++step) {
+    float f = 1.0f - 0.05f * float(step);
+    if (top > 0.0f)
+      search.refit({top * f / 7.0f, 8.0f});
+    if (bottom < 0.0f)
+      search.refit({-bottom * f / 8.0f, 8.0f});
+  }
+  return search.best;
 }
 
 void PackTensor::releaseValues(int64_t first, int64_t count) const {
@@ -309,6 +386,11 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
     tensor.symmetricGroups = symmetric;
     tensor.groupScales.resize(rows * groups);
     tensor.groupZeros.resize(rows * groups);
+    // Calibrated importance of each input channel (mean x^2), if any.
+    const std::vector<float> *importance = nullptr;
+    if (auto it = options.importance.find(symbol.getValue().str());
+        it != options.importance.end() && int64_t(it->second.size()) == cols)
+      importance = &it->second;
     // Blocks of 1024 rows, their rows searched in parallel; each block's
     // checkpoint pages are released after it (bounded RSS while streaming).
     for (int64_t block = 0; block < rows; block += 1024) {
@@ -318,8 +400,11 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
           auto value = [&](int64_t c) {
             return tensor.value(int64_t(r) * cols + g * group + c);
           };
-          Int4Group q = symmetric ? searchSymmetricInt4Group(value, group)
-                                  : searchInt4Group(value, group);
+          const float *weights =
+              importance ? importance->data() + g * group : nullptr;
+          Int4Group q = symmetric
+                            ? searchSymmetricInt4Group(value, group, weights)
+                            : searchInt4Group(value, group, weights);
           tensor.groupScales[r * groups + g] = q.scale;
           tensor.groupZeros[r * groups + g] = q.zero;
         }

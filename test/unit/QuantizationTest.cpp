@@ -1,5 +1,6 @@
 //===- QuantizationTest.cpp - the int8 weight packer ----------------------===//
 #include "spark/Codegen/ModelPlan.h"
+#include "spark/Import/FloatFormats.h"
 
 #include "gtest/gtest.h"
 
@@ -68,7 +69,9 @@ TEST(Int4Packer, GroupCodesAndError) {
       searchInt4Group([&](int64_t i) { return group[i]; }, int64_t(group.size()));
   EXPECT_GE(g.zero, 0.0f);
   EXPECT_LE(g.zero, 15.0f);
-  EXPECT_EQ(g.zero, std::nearbyint(g.zero));
+  // Scale and zero point are what the pack stores: f16 values.
+  EXPECT_EQ(g.zero, halfToFloat(floatToHalf(g.zero)));
+  EXPECT_EQ(g.scale, halfToFloat(floatToHalf(g.scale)));
   double error = 0.0, signal = 0.0;
   for (float v : group) {
     int code = quantizeInt4(v, g);
@@ -86,6 +89,47 @@ TEST(Int4Packer, GroupCodesAndError) {
   // Codes round-trip exactly: the grid points quantize to themselves.
   for (int code = 0; code <= 15; ++code)
     EXPECT_EQ(quantizeInt4((float(code) - g.zero) * g.scale, g), code);
+}
+
+// The least-squares refit beats the plain [min, max] grid (16 levels over
+// the range, integer zero) on a bell-shaped group, and calibrated importance
+// moves the error off the channel that matters.
+TEST(Int4Packer, RefitAndImportance) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> group(128);
+  for (float &v : group)
+    v = normal(rng);
+  auto value = [&](int64_t i) { return group[i]; };
+  auto error = [&](const Int4Group &g, const std::vector<float> &w) {
+    double e = 0.0;
+    for (size_t i = 0; i < group.size(); ++i) {
+      double d = (quantizeInt4(group[i], g) - g.zero) * g.scale - group[i];
+      e += w[i] * d * d;
+    }
+    return e;
+  };
+  std::vector<float> uniform(group.size(), 1.0f);
+  float lo = *std::min_element(group.begin(), group.end());
+  float hi = *std::max_element(group.begin(), group.end());
+  Int4Group plain{(hi - lo) / 15.0f, std::nearbyint(-lo / ((hi - lo) / 15.0f))};
+  Int4Group searched = searchInt4Group(value, int64_t(group.size()));
+  EXPECT_LT(error(searched, uniform), 0.8 * error(plain, uniform));
+
+  // Channel 3 carries almost all the importance: its error shrinks to a
+  // small fraction of a grid step.
+  std::vector<float> importance(group.size(), 1e-3f);
+  importance[3] = 1e3f;
+  Int4Group weighted =
+      searchInt4Group(value, int64_t(group.size()), importance.data());
+  auto channelError = [&](const Int4Group &g, int i) {
+    return std::fabs((quantizeInt4(group[i], g) - g.zero) * g.scale - group[i]);
+  };
+  EXPECT_LT(channelError(weighted, 3), 0.1f * weighted.scale);
+  EXPECT_LE(error(weighted, importance), error(searched, importance));
+  Int4Group symmetric = searchSymmetricInt4Group(value, int64_t(group.size()),
+                                                 importance.data());
+  EXPECT_LT(channelError(symmetric, 3), 0.1f * symmetric.scale);
 }
 
 } // namespace

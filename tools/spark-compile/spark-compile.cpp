@@ -140,6 +140,14 @@ cl::opt<int64_t> activationBlock(
              "scales only; blocks run on Halide kernels"),
     cl::init(0), cl::cat(category));
 
+cl::opt<bool> weightImportance(
+    "weight-importance",
+    cl::desc("With --calib or --calib-ranges: weight each 4-bit group's "
+             "search by the calibrated mean x^2 of the input channels "
+             "(activation-aware rounding; default on, "
+             "--weight-importance=false to turn it off)"),
+    cl::init(true), cl::cat(category));
+
 cl::opt<std::string> quantRecipe(
     "quant-recipe",
     cl::desc("A precision recipe: one rule PATTERN = PRECISION per line "
@@ -248,7 +256,29 @@ struct TemporaryFolder {
   }
 };
 
-spark::BuildOptions buildOptions() {
+struct Calibration {
+  StringMap<float> ranges;
+  /// Each product input channel's mean x^2, by the weight it reads.
+  std::map<std::string, std::vector<float>> importance;
+  std::string json;
+};
+
+/// Reads a JSON array of non-negative numbers; false if it is not one.
+bool readImportance(const json::Value &value, std::vector<float> &out) {
+  const json::Array *array = value.getAsArray();
+  if (!array)
+    return false;
+  out.clear();
+  for (const json::Value &v : *array) {
+    std::optional<double> number = v.getAsNumber();
+    if (!number || !std::isfinite(*number) || *number < 0)
+      return false;
+    out.push_back(float(*number));
+  }
+  return true;
+}
+
+spark::BuildOptions buildOptions(const Calibration *calibration) {
   spark::BuildOptions options;
   options.target = target;
   options.dtype = dtype;
@@ -263,16 +293,13 @@ spark::BuildOptions buildOptions() {
   options.activations = activations;
   options.probeInputs = probeInputs;
   options.calibrated = !calib.empty() || !calibRanges.empty();
+  if (calibration && weightImportance)
+    options.importance = calibration->importance;
   return options;
 }
 
 /// Calibrated input ranges, by the weight each product reads, and their
 /// JSON (OUT/calibration.json).
-struct Calibration {
-  StringMap<float> ranges;
-  std::string json;
-};
-
 /// The optimization pipeline: fusions, the calibrated ranges (when given),
 /// quantization, then the cache layout, RoPE tables and memory plan. MLIR's
 /// pass-manager flags (--mlir-print-ir-after-all, --mlir-timing, ...) apply.
@@ -468,6 +495,12 @@ Expected<Calibration> readCalibration(StringRef path) {
                        "of the product's input)");
     calibration.ranges[name.str()] = float(*number);
   }
+  if (json::Object *importance = object->getObject("importance"))
+    for (const auto &[name, values] : *importance)
+      if (!readImportance(values, calibration.importance[name.str()]))
+        return fileError("importance." + name.str() +
+                         ": expected an array of non-negative numbers (the "
+                         "mean x^2 of each input channel)");
   calibration.json = std::move(file->text);
   return calibration;
 }
@@ -554,7 +587,7 @@ Expected<Calibration> runCalibration(const char *argv0) {
     return createStringError("calibration: the fp32 build's input probes and "
                              "the measured ranges do not pair up");
   Calibration calibration;
-  json::Object ranges, largest;
+  json::Object ranges, largest, importance;
   for (size_t i = 0; i < names->size(); ++i) {
     std::optional<StringRef> name = (*names)[i].getAsString();
     const json::Object *entry = (*values)[i].getAsObject();
@@ -569,6 +602,13 @@ Expected<Calibration> runCalibration(const char *argv0) {
     calibration.ranges[*name] = range;
     ranges[*name] = double(range);
     largest[*name] = *max;
+    if (const json::Value *channels = entry->get("importance")) {
+      std::vector<float> &values = calibration.importance[name->str()];
+      if (!readImportance(*channels, values))
+        return createStringError("calibration: product input " + Twine(i) +
+                                 " has no per-channel importance");
+      importance[*name] = json::Array(values);
+    }
   }
   SmallString<256> calibPath(calib);
   sys::fs::make_absolute(calibPath);
@@ -579,9 +619,11 @@ Expected<Calibration> runCalibration(const char *argv0) {
                      "weight it reads), the clipping range whose int8 codes "
                      "(scale range / 127) have the least squared error over "
                      "every calibration token's values in the fp32 build; "
-                     "max: the largest |x| seen"},
+                     "max: the largest |x| seen; importance: each input "
+                     "channel's mean x^2 (weights the 4-bit group search)"},
                     {"ranges", std::move(ranges)},
-                    {"max", std::move(largest)}};
+                    {"max", std::move(largest)},
+                    {"importance", std::move(importance)}};
   calibration.json =
       formatv("{0:2}", json::Value(std::move(file))).str() + "\n";
   return calibration;
@@ -590,7 +632,7 @@ Expected<Calibration> runCalibration(const char *argv0) {
 int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
                 const Calibration *calibration, int argc, char **argv) {
   Expected<spark::ModelPlan> plan =
-      spark::planModel(module, checkpoint, buildOptions());
+      spark::planModel(module, checkpoint, buildOptions(calibration));
   if (!plan)
     return fail(toString(plan.takeError()));
   OutputFolder folder;
@@ -954,7 +996,7 @@ int main(int argc, char **argv) {
   }
 
   Expected<spark::ModelPlan> plan =
-      spark::planModel(*module, **checkpoint, buildOptions());
+      spark::planModel(*module, **checkpoint, buildOptions(ranges));
   if (!plan)
     return fail(toString(plan.takeError()));
   TemporaryFolder scratch;

@@ -18,8 +18,9 @@
 // Calibration: BUILD is a build with input probes (what spark-compile
 // --calib makes of the checkpoint in fp32); runs every sequence through it
 // and writes, for each probed product input (a JSON array by probe id -
-// num_layers), the largest |x| it saw and the clipping range that gives the
-// least int8 quantization error over those values.
+// num_layers), the largest |x| it saw, the clipping range that gives the
+// least int8 quantization error over those values, and each input
+// channel's mean x^2 (its importance for weight quantization).
 //
 //===----------------------------------------------------------------------===//
 #include "ModelLoader.h"
@@ -100,6 +101,8 @@ struct InputHistogram {
                        kBins = kBinsPerOctave * kOctaves;
   bool seen = false; // the probe saw this input at least once
   double largest = 0;
+  std::vector<double> channelSquares; // per input channel, sum of x^2
+  long long rows = 0;
   std::vector<double> count, sum, sumSquares; // per bin, of |x|
   InputHistogram() : count(kBins), sum(kBins), sumSquares(kBins) {}
 
@@ -173,9 +176,15 @@ void rangeProbe(void *user, int32_t id, int32_t rows, int32_t width,
     state->inputs.resize(index + 1);
   InputHistogram &h = state->inputs[index];
   h.seen = true;
+  if (h.channelSquares.size() != size_t(width))
+    h.channelSquares.assign(width, 0.0);
+  h.rows += rows;
   for (int32_t r = 0; r < rows; ++r)
-    for (int32_t c = 0; c < width; ++c)
-      h.add(data[size_t(r) * rowStride + c]);
+    for (int32_t c = 0; c < width; ++c) {
+      float v = data[size_t(r) * rowStride + c];
+      h.add(v);
+      h.channelSquares[c] += double(v) * double(v);
+    }
 }
 
 struct Run {
@@ -268,11 +277,22 @@ int calibrate(Run &run, const std::string &build, const std::string &calib,
     if (!state.inputs[i].seen)
       std::snprintf(entry, sizeof(entry), "  null%s\n",
                     i + 1 < state.inputs.size() ? "," : "");
-    else
+    else {
+      const InputHistogram &h = state.inputs[i];
       std::snprintf(entry, sizeof(entry),
-                    "  {\"max\": %.9g, \"clip\": %.9g}%s\n",
-                    state.inputs[i].largest, state.inputs[i].bestClip(),
+                    "  {\"max\": %.9g, \"clip\": %.9g, \"importance\": [",
+                    h.largest, h.bestClip());
+      text += entry;
+      // Each channel's mean x^2: the weight of its column's quantization
+      // error (the diagonal of the inputs' second moment).
+      for (size_t c = 0; c < h.channelSquares.size(); ++c) {
+        std::snprintf(entry, sizeof(entry), "%s%.6g", c ? ", " : "",
+                      h.rows ? h.channelSquares[c] / double(h.rows) : 0.0);
+        text += entry;
+      }
+      std::snprintf(entry, sizeof(entry), "]}%s\n",
                     i + 1 < state.inputs.size() ? "," : "");
+    }
     text += entry;
   }
   text += "]\n";

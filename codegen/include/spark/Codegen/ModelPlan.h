@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct BuildOptions {
   std::string quant = "none";      // --quant
   int64_t groupSize = 128;         // --group-size (4-bit schemes)
   std::vector<std::string> quantRecipe; // --quant-recipe / --quant-override
+  /// Calibrated importance of each product's input channels (mean x^2), by
+  /// the weight it reads: weights the 4-bit group search (--calib).
+  std::map<std::string, std::vector<float>> importance;
   bool executable = false;         // --emit=exe: also a static spark-run
   std::string activations = "dynamic"; // int8 input scales: dynamic, static
   /// Calibration builds: the layer probe also sees every matrix product's
@@ -149,16 +153,23 @@ llvm::Expected<ModelPlan> planModel(mlir::ModuleOp module,
 float symmetricInt8Scale(llvm::function_ref<float(int64_t)> value, int64_t n);
 
 /// Asymmetric 4-bit quantization of one group: codes 0..15 with
-/// value ~ (code - zero) * scale. Searches a few shrinkings of the [min, max]
-/// range and keeps the one with the smallest squared error.
+/// value ~ (code - zero) * scale, scale and zero f16 values. Searches
+/// shrinkings of the [min, max] range and grids of 14 to 16 steps over it,
+/// each followed by a least-squares refit of scale and zero to its codes,
+/// and keeps the grid with the least squared error, each value's error
+/// weighted by `importance` (the mean square of the input channel it
+/// multiplies, from calibration) when given.
 struct Int4Group {
   float scale = 1.0f, zero = 0.0f;
 };
-Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n);
+Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n,
+                          const float *importance = nullptr);
 /// Symmetric 4-bit quantization of one group: value ~ (code - 8) * scale,
-/// codes 0..15; searches a few shrinkings of max |value| / 7.
+/// codes 0..15, scale an f16 value; searches shrinkings of max |value| / 7
+/// and grids fitting either side, each refitted, weighted as above.
 Int4Group searchSymmetricInt4Group(llvm::function_ref<float(int64_t)> value,
-                                   int64_t n);
+                                   int64_t n,
+                                   const float *importance = nullptr);
 int quantizeInt4(float value, const Int4Group &g);
 
 /// 64-bit FNV-1a, for the config and ABI hashes.
