@@ -10,6 +10,8 @@ PACKAGES=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22
   libhalide14-0-dev
   python3 python3-numpy
+  # spark-nano's test runs the training script's PyTorch model.
+  python3-torch
   # Cross targets: arm64 (cross compiler, qemu) and hexagon (lld, qemu).
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static lld-22
   # `file` identifies the executables --emit=exe writes (lit tests).
