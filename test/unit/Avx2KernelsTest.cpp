@@ -55,7 +55,7 @@ using namespace spark;
 
 namespace {
 
-constexpr int K = 384, N = 68, Group = 128, XStride = K + 16, OutStride = N + 4;
+constexpr int K = 384, N = 68, XStride = K + 16, OutStride = N + 4;
 
 bool cpuHasAvx2() {
   __builtin_cpu_init();
@@ -112,7 +112,9 @@ std::vector<int> codes(const Case &c, int t, float fixed, float &scale) {
   scale = fixed > 0 ? fixed : float(largest / 127.0);
   std::vector<int> q(K);
   for (int k = 0; k < K; ++k)
-    q[k] = int(std::max(-127.0f, std::min(127.0f, std::nearbyint(c.in(t, k) * (1.0f / scale)))));
+    q[k] = int(std::max(
+        -127.0f,
+        std::min(127.0f, std::nearbyint(c.in(t, k) * (1.0f / scale)))));
   return q;
 }
 
@@ -124,7 +126,8 @@ void expectClose(const Case &c, const std::vector<float> &out,
   for (int t = 0; t < c.T; ++t) {
     for (int n = 0; n < N; ++n) {
       size_t i = size_t(t) * N + n;
-      EXPECT_NEAR(out[size_t(t) * OutStride + n], want[i], 1e-5 * magnitude[i] + 1e-6)
+      EXPECT_NEAR(out[size_t(t) * OutStride + n], want[i],
+                  1e-5 * magnitude[i] + 1e-6)
           << "token " << t << " row " << n;
     }
     for (int n = N; n < OutStride; ++n)
@@ -172,39 +175,43 @@ TEST_P(Avx2Kernels, W8A8) {
 TEST_P(Avx2Kernels, W4A8) {
   SKIP_WITHOUT_AVX2();
   Case c(GetParam());
-  std::uniform_int_distribution<int> nibble(0, 15);
-  std::vector<int> code(size_t(N) * K);
-  std::vector<uint8_t> w(size_t(N) * K / 2);
-  std::vector<uint16_t> scales(size_t(N) * (K / Group));
-  for (int &v : code)
-    v = nibble(c.rng);
-  for (size_t i = 0; i < w.size(); ++i) // low nibble first
-    w[i] = uint8_t(code[2 * i] | code[2 * i + 1] << 4);
-  for (size_t i = 0; i < scales.size(); ++i)
-    scales[i] = floatToHalf(0.01f + 0.001f * float(i % 37));
-  std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
-  for (int t = 0; t < c.T; ++t) {
-    float xs;
-    std::vector<int> q = codes(c, t, 0.0f, xs);
-    for (int n = 0; n < N; ++n) {
-      double sum = 0, mag = 0;
-      for (int k = 0; k < K; ++k) {
-        double s = halfToFloat(scales[size_t(n) * (K / Group) + k / Group]);
-        double p = (code[size_t(n) * K + k] - 8) * s * q[k];
-        sum += p;
-        mag += std::fabs(p) + 8 * s * std::fabs(q[k]);
+  // Groups of 64 and 128 (the kernel reads the size off the scales).
+  for (const int Group : {64, 128}) {
+    SCOPED_TRACE("group " + std::to_string(Group));
+    std::uniform_int_distribution<int> nibble(0, 15);
+    std::vector<int> code(size_t(N) * K);
+    std::vector<uint8_t> w(size_t(N) * K / 2);
+    std::vector<uint16_t> scales(size_t(N) * (K / Group));
+    for (int &v : code)
+      v = nibble(c.rng);
+    for (size_t i = 0; i < w.size(); ++i) // low nibble first
+      w[i] = uint8_t(code[2 * i] | code[2 * i + 1] << 4);
+    for (size_t i = 0; i < scales.size(); ++i)
+      scales[i] = floatToHalf(0.01f + 0.001f * float(i % 37));
+    std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
+    for (int t = 0; t < c.T; ++t) {
+      float xs;
+      std::vector<int> q = codes(c, t, 0.0f, xs);
+      for (int n = 0; n < N; ++n) {
+        double sum = 0, mag = 0;
+        for (int k = 0; k < K; ++k) {
+          double s = halfToFloat(scales[size_t(n) * (K / Group) + k / Group]);
+          double p = (code[size_t(n) * K + k] - 8) * s * q[k];
+          sum += p;
+          mag += std::fabs(p) + 8 * s * std::fabs(q[k]);
+        }
+        want[size_t(t) * N + n] = sum * xs;
+        magnitude[size_t(t) * N + n] = mag * xs;
       }
-      want[size_t(t) * N + n] = sum * xs;
-      magnitude[size_t(t) * N + n] = mag * xs;
     }
+    std::vector<float> out = c.out();
+    Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
+    Buffer wb(w.data(), halide_type_uint, 8, K / 2, N, K / 2);
+    Buffer sb(scales.data(), halide_type_float, 16, K / Group, N, K / Group);
+    Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
+    ASSERT_EQ(spark_avx2_linear_w4a8(&x.b, &wb.b, &sb.b, 0.0f, &ob.b), 0);
+    expectClose(c, out, want, magnitude);
   }
-  std::vector<float> out = c.out();
-  Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
-  Buffer wb(w.data(), halide_type_uint, 8, K / 2, N, K / 2);
-  Buffer sb(scales.data(), halide_type_float, 16, K / Group, N, K / Group);
-  Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
-  ASSERT_EQ(spark_avx2_linear_w4a8(&x.b, &wb.b, &sb.b, 0.0f, &ob.b), 0);
-  expectClose(c, out, want, magnitude);
 }
 
 /// x rounded as the build's activations: 0 f32 (as it is), 1 bf16, 2 f16.
@@ -217,45 +224,51 @@ double rounded(float v, int type) {
 TEST_P(Avx2Kernels, W4A16) {
   SKIP_WITHOUT_AVX2();
   Case c(GetParam());
-  std::uniform_int_distribution<int> nibble(0, 15);
-  std::vector<int> code(size_t(N) * K);
-  std::vector<uint8_t> w(size_t(N) * K / 2);
-  std::vector<uint16_t> scales(size_t(N) * (K / Group)), zeros(scales.size());
-  for (int &v : code)
-    v = nibble(c.rng);
-  for (size_t i = 0; i < w.size(); ++i)
-    w[i] = uint8_t(code[2 * i] | code[2 * i + 1] << 4);
-  for (size_t i = 0; i < scales.size(); ++i) {
-    scales[i] = floatToHalf(0.01f + 0.001f * float(i % 37));
-    zeros[i] = floatToHalf(float(i % 16) * 0.75f);
-  }
-  // f32 inputs (FMAs), bf16 and f16 ones (int16 products).
-  for (int type : {0, 1, 2}) {
-    std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
-    for (int t = 0; t < c.T; ++t)
-      for (int n = 0; n < N; ++n) {
-        double sum = 0, mag = 0;
-        for (int k = 0; k < K; ++k) {
-          size_t g = size_t(n) * (K / Group) + k / Group;
-          double p = (code[size_t(n) * K + k] - double(halfToFloat(zeros[g]))) *
-                     halfToFloat(scales[g]) * rounded(c.in(t, k), type);
-          sum += p;
-          mag += std::fabs(p) + 15 * halfToFloat(scales[g]) * std::fabs(c.in(t, k));
+  for (const int Group : {64, 128}) {
+    SCOPED_TRACE("group " + std::to_string(Group));
+    std::uniform_int_distribution<int> nibble(0, 15);
+    std::vector<int> code(size_t(N) * K);
+    std::vector<uint8_t> w(size_t(N) * K / 2);
+    std::vector<uint16_t> scales(size_t(N) * (K / Group)), zeros(scales.size());
+    for (int &v : code)
+      v = nibble(c.rng);
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = uint8_t(code[2 * i] | code[2 * i + 1] << 4);
+    for (size_t i = 0; i < scales.size(); ++i) {
+      scales[i] = floatToHalf(0.01f + 0.001f * float(i % 37));
+      zeros[i] = floatToHalf(float(i % 16) * 0.75f);
+    }
+    // f32 inputs (FMAs), bf16 and f16 ones (int16 products).
+    for (int type : {0, 1, 2}) {
+      std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
+      for (int t = 0; t < c.T; ++t)
+        for (int n = 0; n < N; ++n) {
+          double sum = 0, mag = 0;
+          for (int k = 0; k < K; ++k) {
+            size_t g = size_t(n) * (K / Group) + k / Group;
+            double p =
+                (code[size_t(n) * K + k] - double(halfToFloat(zeros[g]))) *
+                halfToFloat(scales[g]) * rounded(c.in(t, k), type);
+            sum += p;
+            mag += std::fabs(p) +
+                   15 * halfToFloat(scales[g]) * std::fabs(c.in(t, k));
+          }
+          want[size_t(t) * N + n] = sum;
+          magnitude[size_t(t) * N + n] = mag;
         }
-        want[size_t(t) * N + n] = sum;
-        magnitude[size_t(t) * N + n] = mag;
-      }
-    std::vector<float> out = c.out();
-    Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
-    Buffer wb(w.data(), halide_type_uint, 8, K / 2, N, K / 2);
-    Buffer sb(scales.data(), halide_type_float, 16, K / Group, N, K / Group);
-    Buffer zb(zeros.data(), halide_type_float, 16, K / Group, N, K / Group);
-    Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
-    auto kernel = type == 1   ? spark_avx2_linear_w4a16_xbf16
-                  : type == 2 ? spark_avx2_linear_w4a16_xf16
-                              : spark_avx2_linear_w4a16;
-    ASSERT_EQ(kernel(&x.b, &wb.b, &sb.b, &zb.b, &ob.b), 0) << "inputs " << type;
-    expectClose(c, out, want, magnitude);
+      std::vector<float> out = c.out();
+      Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
+      Buffer wb(w.data(), halide_type_uint, 8, K / 2, N, K / 2);
+      Buffer sb(scales.data(), halide_type_float, 16, K / Group, N, K / Group);
+      Buffer zb(zeros.data(), halide_type_float, 16, K / Group, N, K / Group);
+      Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
+      auto kernel = type == 1   ? spark_avx2_linear_w4a16_xbf16
+                    : type == 2 ? spark_avx2_linear_w4a16_xf16
+                                : spark_avx2_linear_w4a16;
+      ASSERT_EQ(kernel(&x.b, &wb.b, &sb.b, &zb.b, &ob.b), 0)
+          << "inputs " << type;
+      expectClose(c, out, want, magnitude);
+    }
   }
 }
 
@@ -299,8 +312,8 @@ TEST_P(Avx2Kernels, W8A16AndBF16) {
       rc = spark_avx2_linear_bf16(&x.b, &wb.b, &ob.b);
     } else {
       Buffer wb(w.data(), halide_type_int, 8, K, N, K);
-      rc = (kind == 1 ? spark_avx2_linear_w8a16_xbf16 : spark_avx2_linear_w8a16)(
-          &x.b, &wb.b, &sb.b, &ob.b);
+      rc = (kind == 1 ? spark_avx2_linear_w8a16_xbf16
+                      : spark_avx2_linear_w8a16)(&x.b, &wb.b, &sb.b, &ob.b);
     }
     ASSERT_EQ(rc, 0) << "kind " << kind;
     expectClose(c, out, want, magnitude);
@@ -318,6 +331,22 @@ TEST(Avx2KernelsShapes, RefusesRowsNotAMultipleOfTheGroup) {
   Buffer sb(scales.data(), halide_type_float, 16, 1, 8, 1);
   Buffer ob(out.data(), halide_type_float, 32, 8, 1, 8);
   EXPECT_NE(spark_avx2_linear_w4a8(&xb.b, &wb.b, &sb.b, 0.0f, &ob.b), 0);
+}
+
+// Groups of 32 (K / 32 scales per row) are left to the Halide kernels.
+TEST(Avx2KernelsShapes, RefusesGroupsOf32) {
+  SKIP_WITHOUT_AVX2();
+  std::vector<float> x(128, 1.0f), out(8, 0.0f);
+  std::vector<uint8_t> w(8 * 64);
+  std::vector<uint16_t> scales(8 * 4), zeros(8 * 4);
+  Buffer xb(x.data(), halide_type_float, 32, 128, 1, 128);
+  Buffer wb(w.data(), halide_type_uint, 8, 64, 8, 64);
+  Buffer sb(scales.data(), halide_type_float, 16, 4, 8, 4);
+  Buffer zb(zeros.data(), halide_type_float, 16, 4, 8, 4);
+  Buffer ob(out.data(), halide_type_float, 32, 8, 1, 8);
+  EXPECT_NE(spark_avx2_linear_w4a8(&xb.b, &wb.b, &sb.b, 0.0f, &ob.b), 0);
+  EXPECT_NE(spark_avx2_linear_w4a16_xbf16(&xb.b, &wb.b, &sb.b, &zb.b, &ob.b),
+            0);
 }
 
 // 1 token (decode), 3 (the one-token remainder only), 4 (one block of 4),

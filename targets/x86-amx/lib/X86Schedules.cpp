@@ -1,6 +1,6 @@
 //===- X86Schedules.cpp - x86 schedules of the spark kernels --------------===//
-#include "spark/Targets/X86.h"
 #include "spark/Targets/CpuSchedules.h"
+#include "spark/Targets/X86.h"
 
 #include <cstdio>
 
@@ -31,12 +31,14 @@ std::vector<TargetVariant> hostVariants() {
   // the AVX-512 4-bit kernel for w4a16.
   TargetVariant vnni = avx512;
   vnni.name = "avx512vnni";
-  vnni.cpuCondition = avx512.cpuCondition + " && __builtin_cpu_supports(\"avx512vnni\")";
+  vnni.cpuCondition =
+      avx512.cpuCondition + " && __builtin_cpu_supports(\"avx512vnni\")";
   vnni.int8Dot = true;
   vnni.fallback = "avx512";
   TargetVariant bf16 = vnni;
   bf16.name = "avx512bf16";
-  bf16.cpuCondition = vnni.cpuCondition + " && __builtin_cpu_supports(\"avx512bf16\")";
+  bf16.cpuCondition =
+      vnni.cpuCondition + " && __builtin_cpu_supports(\"avx512bf16\")";
   bf16.bf16Dot = true;
   bf16.int8Dot = false;
   bf16.fallback = "avx512vnni";
@@ -50,7 +52,6 @@ std::vector<TargetVariant> hostVariants() {
                       "__builtin_cpu_supports(\"f16c\")";
   return {bf16, vnni, avx512, avx2};
 }
-
 
 std::vector<TargetVariant> variants(const std::string &target,
                                     const std::string &matrixKernel) {
@@ -81,10 +82,10 @@ bool isBF16Prefill(const KernelSpec &spec) {
          spec.weightType == DType::BF16;
 }
 
-
 /// The driver's wrapper of spark_avx2_attention for one attention kernel:
 /// its interface, with the layer's scale, window and cache layout passed.
-std::string avx2AttentionWrapper(const KernelSpec &spec, const std::string &name) {
+std::string avx2AttentionWrapper(const KernelSpec &spec,
+                                 const std::string &name) {
   char scale[64];
   std::snprintf(scale, sizeof(scale), "%af", double(float(spec.scale)));
   return std::string("static int ") + name +
@@ -93,9 +94,9 @@ std::string avx2AttentionWrapper(const KernelSpec &spec, const std::string &name
          (spec.gated ? "halide_buffer_t *gate, " : "") +
          "int32_t pos0,\n    int32_t cached, halide_buffer_t *out) {\n"
          "  return spark_avx2_attention(q, k, v, k_cache, v_cache, " +
-         (spec.gated ? "gate" : "NULL") + ", pos0, cached, out,\n      " + scale +
-         ", " + std::to_string(spec.window) + ", " + (spec.ring ? "1" : "0") +
-         ");\n}\n";
+         (spec.gated ? "gate" : "NULL") + ", pos0, cached, out,\n      " +
+         scale + ", " + std::to_string(spec.window) + ", " +
+         (spec.ring ? "1" : "0") + ");\n}\n";
 }
 
 /// The AVX2 variant's matrix kernels: every quantized scheme and bf16
@@ -119,7 +120,9 @@ const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
   static const Microkernel bf16 = {"spark_avx2_linear_bf16", "avx2_linear.c",
                                    flags};
   static const Microkernel attention = {
-      "spark_avx2_attention", "avx2_attention.c", {"-mavx2", "-mfma"},
+      "spark_avx2_attention",
+      "avx2_attention.c",
+      {"-mavx2", "-mfma"},
       "extern int spark_avx2_attention(halide_buffer_t *, halide_buffer_t *,\n"
       "    halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,\n"
       "    halide_buffer_t *, int32_t, int32_t, halide_buffer_t *, float,\n"
@@ -137,13 +140,15 @@ const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
   const int rounding = spec.inputType == DType::BF16  ? 1
                        : spec.inputType == DType::F16 ? 2
                                                       : 0;
+  // 4-bit groups of 64 or 128 (avx2_linear.c reads the size off the scales).
+  const bool groups = spec.group == 64 || spec.group == 128;
   if (spec.isInt8Linear(false) && spec.in % 32 == 0)
     return &w8a8;
-  if (spec.isInt8Linear(true))
+  if (spec.inputBits == 8 && !spec.inputBlock && spec.symmetricGroups && groups)
     return &w4a8;
   if (spec.inputBits)
     return nullptr;
-  if (spec.group == 128 && !spec.symmetricGroups)
+  if (groups && !spec.symmetricGroups)
     return &w4a16[rounding];
   if (spec.weightType == DType::I8 && !spec.group && spec.in % 16 == 0)
     return &w8a16[rounding];
@@ -157,18 +162,20 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   // One source may hold several kernels; it is compiled once with the union
   // of their flags.
   static const std::vector<const char *> amxFlags = {"-mamx-tile", "-mamx-bf16",
-                                                      "-mamx-int8"};
-  static const std::vector<const char *> vnniFlags = {
-      "-mavx512f", "-mavx512bw", "-mavx512vnni", "-mf16c"};
+                                                     "-mamx-int8"};
+  static const std::vector<const char *> vnniFlags = {"-mavx512f", "-mavx512bw",
+                                                      "-mavx512vnni", "-mf16c"};
   static const Microkernel amxTiles = {"spark_amx_linear_bf16", "amx_linear.c",
                                        amxFlags};
   static const Microkernel amxInt8 = {"spark_amx_linear_w8a8", "amx_linear.c",
                                       amxFlags};
   static const Microkernel bf16Dot = {
-      "spark_bf16_linear", "bf16_linear.c",
+      "spark_bf16_linear",
+      "bf16_linear.c",
       {"-mavx512f", "-mavx512bw", "-mavx512bf16"}};
   static const Microkernel bf16W8 = {
-      "spark_bf16_linear_w8a16", "bf16_linear.c",
+      "spark_bf16_linear_w8a16",
+      "bf16_linear.c",
       {"-mavx512f", "-mavx512bw", "-mavx512bf16"}};
   static const Microkernel vnniW8A8 = {"spark_vnni_linear_w8a8",
                                        "int8_linear.c", vnniFlags};
@@ -315,7 +322,8 @@ TargetInfo x86Target(const std::string &name, const std::string &matrixKernel) {
     t.dispatchReason = "spark_amx_missing()";
   }
   t.cpuInit = "__builtin_cpu_init();";
-  t.unsupportedMessage = "this library needs an x86-64 CPU with AVX2, FMA and F16C";
+  t.unsupportedMessage =
+      "this library needs an x86-64 CPU with AVX2, FMA and F16C";
   t.native = true;
   t.microkernelFor = microkernelFor;
   t.compilesKernel = compilesKernel;

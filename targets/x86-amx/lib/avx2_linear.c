@@ -4,15 +4,16 @@
  *
  * Same interface as the Halide linear kernels (x f32 [K, T], out f32 [N, T]):
  *   w8a8:  (x, w s8 [K, N], scales f32 [N], input_scale, out)
- *   w4a8:  (x, w u8 [K/2, N], scales f16 [K/128, N], input_scale, out)
- *   w4a16: (x, w u8 [K/2, N], scales f16 [K/128, N], zeros f16 [K/128, N], out)
+ *   w4a8:  (x, w u8 [K/2, N], scales f16 [K/G, N], input_scale, out)
+ *   w4a16: (x, w u8 [K/2, N], scales f16 [K/G, N], zeros f16 [K/G, N], out)
  *   w8a16: (x, w s8 [K, N], scales f32 [N], out)
  *   bf16:  (x, w bf16 [K, N], out)
- * 4-bit weights hold two codes a byte, low nibble first, in groups of 128
- * along K. Integer inputs (a8) are quantized per call with the rule of the
- * Halide kernels (microkernel_support.h); 16-bit inputs are rounded to the
- * build's activation type (x86_inputs.h): bf16 and f16 ones are then
- * multiplied as int16 (see the int16 blocks), f32 ones in f32.
+ * 4-bit weights hold two codes a byte, low nibble first, in groups of G = 64
+ * or 128 along K (the group size is K over the scales' extent). Integer inputs
+ * (a8) are quantized per call with the rule of the Halide kernels
+ * (microkernel_support.h); 16-bit inputs are rounded to the build's activation
+ * type (x86_inputs.h): bf16 and f16 ones are then multiplied as int16 (see the
+ * int16 blocks), f32 ones in f32.
  *
  * Int8 products use vpmaddubsw (u8 x s8 pairs into int16) and vpmaddwd
  * (int16 pairs into int32):
@@ -41,7 +42,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-enum { kRowsPerTask = 64, kGroup = 128 };
+enum { kRowsPerTask = 64, kInputGroup = 128 };
+
+/* The group size of a 4-bit product from its scales, or 0 if not 64 / 128. */
+static inline int group_of(const halide_buffer_t *x,
+                           const halide_buffer_t *scales) {
+  const int K = x->dim[0].extent, groups = scales->dim[0].extent;
+  if (groups <= 0 || K % groups != 0)
+    return 0;
+  const int group = K / groups;
+  return group == 64 || group == 128 ? group : 0;
+}
 
 /* One token reads each row once, from memory: the line kPrefetchBytes ahead
  * is requested before each 64-byte line is used. Measured on the 1.7b w4a8
@@ -56,23 +67,24 @@ static inline void prefetch_line(const void *line) {
 #define SPARK_BLOCK static inline __attribute__((always_inline)) void
 
 typedef struct avx2_job {
-  const uint8_t *w;          /* [N][row bytes] */
-  const float *row_scales;   /* w8a8, w8a16: [N] */
-  const uint16_t *scales;    /* 4-bit: f16 [N][K/128] */
-  const uint16_t *zeros;     /* w4a16: f16 [N][K/128] */
-  const int8_t *codes;       /* a8: [T][K] (w4a8: reordered per group) */
-  const int8_t *magnitudes;  /* w8a8: |codes| */
-  const float *token_scales; /* a8: [T] */
-  const float *inputs;       /* a16: [T][K] (w4a16: reordered per group) */
-  const float *sums;         /* 4-bit: [T][K/128] input (code) sums */
-  const int16_t *inputs16;   /* 16-bit inputs as int16: [T][K] (w4a16:
-                                reordered per group) */
-  const float *input_scales; /* their scale per token and group [T][K/128] */
+  const uint8_t *w;           /* [N][row bytes] */
+  const float *row_scales;    /* w8a8, w8a16: [N] */
+  const uint16_t *scales;     /* 4-bit: f16 [N][K/G] */
+  const uint16_t *zeros;      /* w4a16: f16 [N][K/G] */
+  const int8_t *codes;        /* a8: [T][K] (w4a8: reordered per group) */
+  const int8_t *magnitudes;   /* w8a8: |codes| */
+  const float *token_scales;  /* a8: [T] */
+  const float *inputs;        /* a16: [T][K] (w4a16: reordered per group) */
+  const float *sums;          /* 4-bit: [T][K/G] input (code) sums */
+  const int16_t *inputs16;    /* 16-bit inputs as int16: [T][K] (w4a16:
+                                 reordered per group) */
+  const float *input_scales;  /* their scale per token and group [T][K/G] */
   const uint8_t *input_bytes; /* w4a16: the int16 inputs of each token and
-                                 group as 4 x 64 bytes: low bytes of the even-
+                                 group as 4 x G/2 bytes: low bytes of the even-
                                  and odd-index inputs, then high bytes */
-  float *out;                /* [T][out_stride] */
+  float *out;                 /* [T][out_stride] */
   int K, N, T, out_stride;
+  int group; /* 4-bit: G; w8a16 int16 inputs: their scaling group (128) */
 } avx2_job;
 
 /* ---- int8 inputs ------------------------------------------------------- */
@@ -100,11 +112,12 @@ SPARK_BLOCK w8a8_block(const avx2_job *j, int n, int t0, const int TB) {
   }
   for (int t = 0; t < TB; ++t)
     j->out[(size_t)(t0 + t) * j->out_stride + n] =
-        (float)spark_hsum_epi32(acc[t]) * j->row_scales[n] * j->token_scales[t0 + t];
+        (float)spark_hsum_epi32(acc[t]) * j->row_scales[n] *
+        j->token_scales[t0 + t];
 }
 
 SPARK_BLOCK w4a8_block(const avx2_job *j, int n, int t0, const int TB) {
-  const int K = j->K, groups = K / kGroup;
+  const int K = j->K, G = j->group, groups = K / G;
   const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0f);
   __m256 acc[4];
   float offset[4];
@@ -115,21 +128,22 @@ SPARK_BLOCK w4a8_block(const avx2_job *j, int n, int t0, const int TB) {
   const uint8_t *row = j->w + (size_t)n * (K / 2);
   const uint16_t *scales = j->scales + (size_t)n * groups;
   for (int g = 0; g < groups; ++g) {
-    const uint8_t *line = row + (size_t)g * (kGroup / 2);
-    if (TB == 1)
+    const uint8_t *line = row + (size_t)g * (G / 2);
+    if (TB == 1 && (G == 128 || g % 2 == 0))
       prefetch_line(line);
     __m256i part[4]; /* int16 pair sums of the group */
     for (int t = 0; t < TB; ++t)
       part[t] = _mm256_setzero_si256();
-    for (int q = 0; q < 2; ++q) { /* 32 bytes: 32 even + 32 odd codes */
-      const __m256i bytes = _mm256_loadu_si256((const __m256i *)(line + 32 * q));
+    for (int q = 0; q < G / 64; ++q) { /* 32 bytes: 32 even + 32 odd codes */
+      const __m256i bytes =
+          _mm256_loadu_si256((const __m256i *)(line + 32 * q));
       const __m256i even = _mm256_and_si256(bytes, low);
       const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
       for (int t = 0; t < TB; ++t) {
         const int8_t *c =
-            j->codes + (size_t)(t0 + t) * K + (size_t)g * kGroup + 32 * q;
+            j->codes + (size_t)(t0 + t) * K + (size_t)g * G + 32 * q;
         const __m256i xe = _mm256_load_si256((const __m256i *)c);
-        const __m256i xo = _mm256_load_si256((const __m256i *)(c + 64));
+        const __m256i xo = _mm256_load_si256((const __m256i *)(c + G / 2));
         part[t] = _mm256_add_epi16(
             part[t], _mm256_add_epi16(_mm256_maddubs_epi16(even, xe),
                                       _mm256_maddubs_epi16(odd, xo)));
@@ -195,7 +209,7 @@ SPARK_BLOCK wide_block(const avx2_job *j, int bf16, int n, int t0,
 /* One token keeps 4 chains for the even and 4 for the odd codes of a group,
  * 4 tokens one each. */
 SPARK_BLOCK w4a16_block(const avx2_job *j, int n, int t0, const int TB) {
-  const int K = j->K, groups = K / kGroup, C = TB == 1 ? 4 : 1;
+  const int K = j->K, G = j->group, groups = K / G, C = TB == 1 ? 4 : 1;
   const __m256i low = _mm256_set1_epi32(15);
   __m256 acc[4];
   float offset[4];
@@ -205,24 +219,24 @@ SPARK_BLOCK w4a16_block(const avx2_job *j, int n, int t0, const int TB) {
   }
   const uint8_t *row = j->w + (size_t)n * (K / 2);
   for (int g = 0; g < groups; ++g) {
-    const uint8_t *line = row + (size_t)g * (kGroup / 2);
-    if (TB == 1)
+    const uint8_t *line = row + (size_t)g * (G / 2);
+    if (TB == 1 && (G == 128 || g % 2 == 0))
       prefetch_line(line);
     __m256 even[4][4], odd[4][4]; /* [chain][token] */
     for (int c = 0; c < C; ++c)
       for (int t = 0; t < TB; ++t)
         even[c][t] = odd[c][t] = _mm256_setzero_ps();
-    for (int q = 0; q < 8; ++q) { /* 8 bytes: 8 even + 8 odd codes */
-      const __m256i bytes =
-          _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(line + 8 * q)));
+    for (int q = 0; q < G / 16; ++q) { /* 8 bytes: 8 even + 8 odd codes */
+      const __m256i bytes = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64((const __m128i *)(line + 8 * q)));
       const __m256 e = _mm256_cvtepi32_ps(_mm256_and_si256(bytes, low));
       const __m256 o = _mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4));
       const int c = q % C;
       for (int t = 0; t < TB; ++t) {
         const float *x =
-            j->inputs + (size_t)(t0 + t) * K + (size_t)g * kGroup + 8 * q;
+            j->inputs + (size_t)(t0 + t) * K + (size_t)g * G + 8 * q;
         even[c][t] = _mm256_fmadd_ps(e, _mm256_load_ps(x), even[c][t]);
-        odd[c][t] = _mm256_fmadd_ps(o, _mm256_load_ps(x + 64), odd[c][t]);
+        odd[c][t] = _mm256_fmadd_ps(o, _mm256_load_ps(x + G / 2), odd[c][t]);
       }
     }
     const size_t at = (size_t)n * groups + g;
@@ -244,18 +258,19 @@ SPARK_BLOCK w4a16_block(const avx2_job *j, int n, int t0, const int TB) {
 /* ---- bf16 / f16 inputs, int16 products --------------------------------- */
 
 /* The inputs rounded to bf16 or f16 are taken as int16 multiples of a power
- * of two per token and group of 128, 2^ceil(log2(max |x| / 32767)): every
- * value within 2^8 (bf16) or 2^5 (f16) of the group's largest is exact, a
- * smaller one is off by at most half that power of two. The products are
- * vpmaddwd of int16 weights (codes widened with vpmovzxbw / vpmovsxbw) and
- * these inputs into exact int32 sums, scaled once per group. */
+ * of two per token and group (the weights' group G, or 128 for w8a16),
+ * 2^ceil(log2(max |x| / 32767)): every value within 2^8 (bf16) or 2^5 (f16) of
+ * the group's largest is exact, a smaller one is off by at most half that power
+ * of two. The products are vpmaddwd of int16 weights (codes widened with
+ * vpmovzxbw / vpmovsxbw) and these inputs into exact int32 sums, scaled once
+ * per group. */
 
 /* The f32 factors of 8 groups from group g on (fewer at the end): each
  * group's weight scale times its input scale, into factor[0..8), and the
  * zero-point term of those groups, sum of scale * zero * input sum. */
 static inline float group_factors(const avx2_job *j, int n, int t, int g,
                                   float *factor) {
-  const int groups = j->K / kGroup, count = groups - g < 8 ? groups - g : 8;
+  const int groups = j->K / j->group, count = groups - g < 8 ? groups - g : 8;
   const size_t at = (size_t)n * groups + g, tg = (size_t)t * groups + g;
   float offset = 0.0f;
   if (count == 8) {
@@ -263,10 +278,10 @@ static inline float group_factors(const avx2_job *j, int n, int t, int g,
         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(j->scales + at)));
     const __m256 zero =
         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(j->zeros + at)));
-    _mm256_storeu_ps(factor,
-                     _mm256_mul_ps(scale, _mm256_loadu_ps(j->input_scales + tg)));
+    _mm256_storeu_ps(
+        factor, _mm256_mul_ps(scale, _mm256_loadu_ps(j->input_scales + tg)));
     offset = spark_hsum_ps(_mm256_mul_ps(_mm256_mul_ps(scale, zero),
-                                   _mm256_loadu_ps(j->sums + tg)));
+                                         _mm256_loadu_ps(j->sums + tg)));
     return offset;
   }
   for (int i = 0; i < count; ++i) {
@@ -282,7 +297,7 @@ static inline float group_factors(const avx2_job *j, int n, int t, int g,
  * multiplies the nibbles with both, 32 bytes of weights at a time: pair
  * sums stay below 2 x 15 x 255, a group's below 2^15. */
 SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
-  const int K = j->K, groups = K / kGroup;
+  const int K = j->K, G = j->group, groups = K / G;
   const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1),
                 high = _mm256_set1_epi16(256);
   __m256 acc[4];
@@ -296,29 +311,32 @@ SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
     if (g % 8 == 0)
       for (int t = 0; t < TB; ++t)
         offset[t] += group_factors(j, n, t0 + t, g, factor[t]);
-    const uint8_t *line = row + (size_t)g * (kGroup / 2);
-    if (TB == 1)
+    const uint8_t *line = row + (size_t)g * (G / 2);
+    if (TB == 1 && (G == 128 || g % 2 == 0))
       prefetch_line(line);
     __m256i hi[4], lo[4]; /* int16 pair sums with the high and low bytes */
     for (int t = 0; t < TB; ++t)
       hi[t] = lo[t] = _mm256_setzero_si256();
-    for (int q = 0; q < 2; ++q) { /* 32 bytes: 32 even + 32 odd codes */
-      const __m256i bytes = _mm256_loadu_si256((const __m256i *)(line + 32 * q));
+    for (int q = 0; q < G / 64; ++q) { /* 32 bytes: 32 even + 32 odd codes */
+      const __m256i bytes =
+          _mm256_loadu_si256((const __m256i *)(line + 32 * q));
       const __m256i even = _mm256_and_si256(bytes, low);
       const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
       for (int t = 0; t < TB; ++t) {
         /* per group: low bytes of the even, then the odd inputs; high bytes
          * of the even, then the odd ones */
-        const uint8_t *x = j->input_bytes + ((size_t)(t0 + t) * groups + g) * 256 +
-                           32 * q;
+        const uint8_t *x =
+            j->input_bytes + ((size_t)(t0 + t) * groups + g) * (2 * G) + 32 * q;
         const __m256i le = _mm256_load_si256((const __m256i *)x);
-        const __m256i lodd = _mm256_load_si256((const __m256i *)(x + 64));
-        const __m256i he = _mm256_load_si256((const __m256i *)(x + 128));
-        const __m256i ho = _mm256_load_si256((const __m256i *)(x + 192));
-        hi[t] = _mm256_add_epi16(hi[t], _mm256_add_epi16(_mm256_maddubs_epi16(even, he),
-                                                         _mm256_maddubs_epi16(odd, ho)));
-        lo[t] = _mm256_add_epi16(lo[t], _mm256_add_epi16(_mm256_maddubs_epi16(le, even),
-                                                         _mm256_maddubs_epi16(lodd, odd)));
+        const __m256i lodd = _mm256_load_si256((const __m256i *)(x + G / 2));
+        const __m256i he = _mm256_load_si256((const __m256i *)(x + G));
+        const __m256i ho = _mm256_load_si256((const __m256i *)(x + 3 * G / 2));
+        hi[t] = _mm256_add_epi16(
+            hi[t], _mm256_add_epi16(_mm256_maddubs_epi16(even, he),
+                                    _mm256_maddubs_epi16(odd, ho)));
+        lo[t] = _mm256_add_epi16(
+            lo[t], _mm256_add_epi16(_mm256_maddubs_epi16(le, even),
+                                    _mm256_maddubs_epi16(lodd, odd)));
       }
     }
     for (int t = 0; t < TB; ++t) {
@@ -329,12 +347,13 @@ SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
     }
   }
   for (int t = 0; t < TB; ++t)
-    j->out[(size_t)(t0 + t) * j->out_stride + n] = spark_hsum_ps(acc[t]) - offset[t];
+    j->out[(size_t)(t0 + t) * j->out_stride + n] =
+        spark_hsum_ps(acc[t]) - offset[t];
 }
 
 /* w8a16: int8 codes, one scale per row. */
 SPARK_BLOCK w8a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
-  const int K = j->K, groups = K / kGroup;
+  const int K = j->K, G = j->group, groups = K / G;
   __m256 acc[4];
   for (int t = 0; t < TB; ++t)
     acc[t] = _mm256_setzero_ps();
@@ -343,22 +362,25 @@ SPARK_BLOCK w8a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
     __m256i dot[4];
     for (int t = 0; t < TB; ++t)
       dot[t] = _mm256_setzero_si256();
-    for (int q = 0; q < kGroup / 16; ++q) { /* 16 codes */
-      const uint8_t *line = row + (size_t)g * kGroup + 16 * q;
+    for (int q = 0; q < G / 16; ++q) { /* 16 codes */
+      const uint8_t *line = row + (size_t)g * G + 16 * q;
       if (TB == 1 && q % 4 == 0)
         prefetch_line(line);
-      const __m256i w16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)line));
+      const __m256i w16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)line));
       for (int t = 0; t < TB; ++t) {
         const int16_t *x =
-            j->inputs16 + (size_t)(t0 + t) * K + (size_t)g * kGroup + 16 * q;
+            j->inputs16 + (size_t)(t0 + t) * K + (size_t)g * G + 16 * q;
         dot[t] = _mm256_add_epi32(
-            dot[t], _mm256_madd_epi16(w16, _mm256_load_si256((const __m256i *)x)));
+            dot[t],
+            _mm256_madd_epi16(w16, _mm256_load_si256((const __m256i *)x)));
       }
     }
     for (int t = 0; t < TB; ++t)
       acc[t] = _mm256_fmadd_ps(
           _mm256_cvtepi32_ps(dot[t]),
-          _mm256_set1_ps(j->input_scales[(size_t)(t0 + t) * groups + g]), acc[t]);
+          _mm256_set1_ps(j->input_scales[(size_t)(t0 + t) * groups + g]),
+          acc[t]);
   }
   for (int t = 0; t < TB; ++t)
     j->out[(size_t)(t0 + t) * j->out_stride + n] =
@@ -399,9 +421,8 @@ SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
 
 /* The rows of `task`: 4 tokens at a time against each row, then the tokens
  * left over one at a time. */
-static inline __attribute__((always_inline)) int run_task(int task,
-                                                          const avx2_job *j,
-                                                          const int kind) {
+static inline __attribute__((always_inline)) int
+run_task(int task, const avx2_job *j, const int kind) {
   const int n0 = task * kRowsPerTask;
   const int n1 = n0 + kRowsPerTask < j->N ? n0 + kRowsPerTask : j->N;
   int t0 = 0;
@@ -415,7 +436,7 @@ static inline __attribute__((always_inline)) int run_task(int task,
 }
 
 #define SPARK_TASK(name, kind)                                                 \
-  static int name(void *user_context, int task, uint8_t *closure) {           \
+  static int name(void *user_context, int task, uint8_t *closure) {            \
     (void)user_context;                                                        \
     return run_task(task, (const avx2_job *)closure, kind);                    \
   }
@@ -451,7 +472,8 @@ static avx2_job job_of(halide_buffer_t *x, halide_buffer_t *w,
  * codes reordered into nibble order; w8a8: the magnitudes beside them). */
 static int run_int8(halide_buffer_t *x, float input_scale, avx2_job *job,
                     int four_bit, int (*task)(void *, int, uint8_t *)) {
-  const int K = job->K, T = job->T, groups = K / kGroup;
+  const int K = job->K, T = job->T, G = job->group,
+            groups = four_bit ? K / G : 0;
   int8_t *codes, *magnitudes = NULL;
   float *token_scales, *sums = NULL;
   if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
@@ -460,24 +482,25 @@ static int run_int8(halide_buffer_t *x, float input_scale, avx2_job *job,
   if (four_bit)
     sums = (float *)malloc(sizeof(float) * (size_t)(T > 0 ? T : 1) *
                            (groups > 0 ? groups : 1));
-  else
-    if (posix_memalign((void **)&magnitudes, 128, (size_t)(T > 0 ? T : 1) * K) != 0)
-      magnitudes = NULL;
+  else if (posix_memalign((void **)&magnitudes, 128,
+                          (size_t)(T > 0 ? T : 1) * K) != 0)
+    magnitudes = NULL;
   if (four_bit ? sums != NULL : magnitudes != NULL) {
     for (int t = 0; t < T; ++t) {
       int8_t *row = codes + (size_t)t * K;
       if (!four_bit) {
         for (int k = 0; k < K; ++k)
-          magnitudes[(size_t)t * K + k] = (int8_t)(row[k] < 0 ? -row[k] : row[k]);
+          magnitudes[(size_t)t * K + k] =
+              (int8_t)(row[k] < 0 ? -row[k] : row[k]);
         continue;
       }
       for (int g = 0; g < groups; ++g) {
         int32_t sum = 0;
-        for (int i = 0; i < kGroup; ++i)
-          sum += row[g * kGroup + i];
+        for (int i = 0; i < G; ++i)
+          sum += row[g * G + i];
         sums[(size_t)t * groups + g] = (float)sum;
       }
-      spark_split_even_odd(row, K, kGroup);
+      spark_split_even_odd(row, K, G);
     }
     job->codes = codes;
     job->magnitudes = magnitudes;
@@ -505,11 +528,13 @@ int spark_avx2_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
 int spark_avx2_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, float input_scale,
                            halide_buffer_t *out) {
-  if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
-      !spark_groups_fit(x, scales, kGroup))
+  const int group = group_of(x, scales);
+  if (!group || !spark_linear_fits(x, w, out, 2, group, 4) ||
+      !spark_groups_fit(x, scales, group))
     return -1;
   avx2_job job = job_of(x, w, out);
   job.scales = (const uint16_t *)scales->host;
+  job.group = group;
   return run_int8(x, input_scale, &job, 1, w4a8_task);
 }
 
@@ -532,30 +557,32 @@ static int run_wide(halide_buffer_t *x, int rounding, int group, avx2_job *job,
  * int16 values and (4-bit) the sum of the values they stand for. */
 static int run_int16(halide_buffer_t *x, int rounding, int four_bit,
                      avx2_job *job, int (*task)(void *, int, uint8_t *)) {
-  const int K = job->K, T = job->T, groups = K / kGroup;
+  const int K = job->K, T = job->T, G = job->group, groups = K / G;
   float *inputs, *sums = NULL;
-  if (spark_prepare_inputs(x, rounding, four_bit ? kGroup : 0, &inputs,
-                           &sums) != 0)
+  if (spark_prepare_inputs(x, rounding, four_bit ? G : 0, &inputs, &sums) != 0)
     return -1;
   const size_t cells = (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1);
   int16_t *values = NULL;
   float *scales = (float *)malloc(sizeof(float) * cells);
   int rc = -1;
-  if (scales && posix_memalign((void **)&values, 64,
-                               sizeof(int16_t) * (size_t)(T > 0 ? T : 1) * K) == 0) {
+  if (scales &&
+      posix_memalign((void **)&values, 64,
+                     sizeof(int16_t) * (size_t)(T > 0 ? T : 1) * K) == 0) {
     for (int t = 0; t < T; ++t)
       for (int g = 0; g < groups; ++g) {
-        const float *v = inputs + (size_t)t * K + (size_t)g * kGroup;
-        int16_t *q = values + (size_t)t * K + (size_t)g * kGroup;
+        const float *v = inputs + (size_t)t * K + (size_t)g * G;
+        int16_t *q = values + (size_t)t * K + (size_t)g * G;
         float largest = 0.0f;
-        for (int i = 0; i < kGroup; ++i)
+        for (int i = 0; i < G; ++i)
           largest = fmaxf(largest, fabsf(v[i]));
         int exponent = 0;
         if (largest > 0.0f)
-          frexpf(largest / 32767.0f, &exponent); /* 2^exponent >= largest / 32767 */
-        const float scale = ldexpf(1.0f, exponent), inverse = ldexpf(1.0f, -exponent);
+          frexpf(largest / 32767.0f,
+                 &exponent); /* 2^exponent >= largest / 32767 */
+        const float scale = ldexpf(1.0f, exponent),
+                    inverse = ldexpf(1.0f, -exponent);
         int32_t total = 0;
-        for (int i = 0; i < kGroup; ++i) {
+        for (int i = 0; i < G; ++i) {
           q[i] = (int16_t)nearbyintf(v[i] * inverse);
           total += q[i];
         }
@@ -573,10 +600,10 @@ static int run_int16(halide_buffer_t *x, int rounding, int four_bit,
       if (posix_memalign((void **)&split, 64,
                          (size_t)(T > 0 ? T : 1) * K * 2) == 0) {
         for (size_t c = 0; c < (size_t)T * groups; ++c)
-          for (int i = 0; i < kGroup; ++i) {
-            const uint16_t v = (uint16_t)values[c * kGroup + i];
-            split[c * 256 + i] = (uint8_t)(v & 0xff);
-            split[c * 256 + 128 + i] = (uint8_t)(v >> 8);
+          for (int i = 0; i < G; ++i) {
+            const uint16_t v = (uint16_t)values[c * G + i];
+            split[c * 2 * G + i] = (uint8_t)(v & 0xff);
+            split[c * 2 * G + G + i] = (uint8_t)(v >> 8);
           }
         job->input_bytes = split;
         rc = run_rows(job, task);
@@ -593,17 +620,20 @@ static int run_int16(halide_buffer_t *x, int rounding, int four_bit,
   return rc;
 }
 
-static int w4a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
-                 halide_buffer_t *zeros, halide_buffer_t *out, int rounding) {
-  if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
-      !spark_groups_fit(x, scales, kGroup) || !spark_groups_fit(x, zeros, kGroup))
+static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
+                 halide_buffer_t *scales, halide_buffer_t *zeros,
+                 halide_buffer_t *out, int rounding) {
+  const int group = group_of(x, scales);
+  if (!group || !spark_linear_fits(x, w, out, 2, group, 4) ||
+      !spark_groups_fit(x, scales, group) || !spark_groups_fit(x, zeros, group))
     return -1;
   avx2_job job = job_of(x, w, out);
   job.scales = (const uint16_t *)scales->host;
   job.zeros = (const uint16_t *)zeros->host;
+  job.group = group;
   if (rounding != kSparkF32Inputs)
     return run_int16(x, rounding, 1, &job, w4a16_int16_task);
-  return run_wide(x, rounding, kGroup, &job, w4a16_task);
+  return run_wide(x, rounding, group, &job, w4a16_task);
 }
 
 int spark_avx2_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
@@ -614,7 +644,8 @@ int spark_avx2_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
 
 int spark_avx2_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
                                   halide_buffer_t *scales,
-                                  halide_buffer_t *zeros, halide_buffer_t *out) {
+                                  halide_buffer_t *zeros,
+                                  halide_buffer_t *out) {
   return w4a16(x, w, scales, zeros, out, kSparkBF16Inputs);
 }
 
@@ -624,13 +655,14 @@ int spark_avx2_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
   return w4a16(x, w, scales, zeros, out, kSparkF16Inputs);
 }
 
-static int w8a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
-                 halide_buffer_t *out, int rounding) {
+static int w8a16(halide_buffer_t *x, halide_buffer_t *w,
+                 halide_buffer_t *scales, halide_buffer_t *out, int rounding) {
   if (!spark_linear_fits(x, w, out, 1, 16, 4))
     return -1;
   avx2_job job = job_of(x, w, out);
   job.row_scales = (const float *)scales->host;
-  if (rounding != kSparkF32Inputs && job.K % kGroup == 0)
+  job.group = kInputGroup;
+  if (rounding != kSparkF32Inputs && job.K % kInputGroup == 0)
     return run_int16(x, rounding, 0, &job, w8a16_int16_task);
   return run_wide(x, rounding, 0, &job, w8a16_task);
 }
@@ -647,7 +679,8 @@ int spark_avx2_linear_w8a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
 }
 
 int spark_avx2_linear_w8a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
-                                 halide_buffer_t *scales, halide_buffer_t *out) {
+                                 halide_buffer_t *scales,
+                                 halide_buffer_t *out) {
   return w8a16(x, w, scales, out, kSparkF16Inputs);
 }
 
