@@ -21,6 +21,34 @@ std::string LoadedModel::load(const std::string &outDir,
 
 LoadedModel::~LoadedModel() { spark_close_model_dir(model, library); }
 
+std::string ModelSession::open(const std::string &outDir, int threads) {
+  spark_open_params params = spark_open_params_default();
+  params.num_threads = threads;
+  if (std::string error = loaded.load(outDir, params); !error.empty())
+    return error;
+  spark_model_get_info(loaded.model, &info);
+  if (spark_session_create(loaded.model, nullptr, &session) != SPARK_OK)
+    return outDir + ": cannot create a session";
+  return "";
+}
+
+ModelSession::~ModelSession() { spark_session_destroy(session); }
+
+std::string writeFileAtomically(const std::string &path,
+                                const std::string &text) {
+  std::string temporary = path + ".partial";
+  FILE *f = std::fopen(temporary.c_str(), "w");
+  if (!f)
+    return temporary + ": " + std::strerror(errno);
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    return path + ": cannot write";
+  }
+  return "";
+}
+
 Arguments::Arguments(int argc, char **argv,
                      const std::map<std::string, bool> &options) {
   for (int i = 1; i < argc; ++i) {

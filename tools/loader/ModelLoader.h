@@ -26,6 +26,23 @@ struct LoadedModel {
   ~LoadedModel();
 };
 
+/// A loaded build with one session, as spark-fidelity and spark-perplexity
+/// use it.
+struct ModelSession {
+  LoadedModel loaded;
+  spark_session *session = nullptr;
+  spark_model_info info{};
+  /// Loads OUT with `threads` (0: the runtime's default) and creates the
+  /// session; returns "" or a message naming the folder.
+  std::string open(const std::string &outDir, int threads);
+  ~ModelSession();
+};
+
+/// Writes `text` to `path` through `path`.partial, renamed into place;
+/// returns "" or a message naming the file.
+std::string writeFileAtomically(const std::string &path,
+                                const std::string &text);
+
 /// Minimal command line: one positional argument and --name value /
 /// --name=value options; --flag alone for booleans.
 class Arguments {

@@ -26,7 +26,6 @@
 #include "ModelLoader.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -187,24 +186,7 @@ void rangeProbe(void *user, int32_t id, int32_t rows, int32_t width,
     }
 }
 
-struct Run {
-  spark::LoadedModel loaded;
-  spark_session *session = nullptr;
-  spark_model_info info{};
-  ~Run() { spark_session_destroy(session); }
-};
-
-std::string open(Run &run, const std::string &out, int threads) {
-  spark_open_params params = spark_open_params_default();
-  params.num_threads = threads;
-  std::string error = run.loaded.load(out, params);
-  if (!error.empty())
-    return error;
-  spark_model_get_info(run.loaded.model, &run.info);
-  if (spark_session_create(run.loaded.model, nullptr, &run.session) != SPARK_OK)
-    return out + ": cannot create a session";
-  return "";
-}
+using Run = spark::ModelSession;
 
 int argmax(const float *row, int32_t n) {
   return int(std::max_element(row, row + n) - row);
@@ -226,19 +208,6 @@ std::vector<int32_t> generate(Run &run, int32_t count) {
 }
 
 /// Writes `text` to `path` through a temporary name.
-std::string writeFile(const std::string &path, const std::string &text) {
-  std::string temporary = path + ".partial";
-  FILE *f = std::fopen(temporary.c_str(), "w");
-  if (!f)
-    return temporary + ": " + std::strerror(errno);
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return path + ": cannot write";
-  }
-  return "";
-}
 
 /// --ranges-out: runs the sequences through one build with input probes.
 int calibrate(Run &run, const std::string &build, const std::string &calib,
@@ -296,7 +265,7 @@ int calibrate(Run &run, const std::string &build, const std::string &calib,
     text += entry;
   }
   text += "]\n";
-  if (std::string e = writeFile(path, text); !e.empty())
+  if (std::string e = spark::writeFileAtomically(path, text); !e.empty())
     return fail(e);
   if (!quiet)
     std::fprintf(stderr,
@@ -338,7 +307,7 @@ int main(int argc, char **argv) {
                               "--reference\n") +
                   kUsage);
     Run run;
-    if (std::string e = open(run, args.positional()[0], int(threads));
+    if (std::string e = run.open(args.positional()[0], int(threads));
         !e.empty())
       return fail(e);
     return calibrate(run, args.positional()[0], args.get("calib", ""),
@@ -353,9 +322,9 @@ int main(int argc, char **argv) {
   const bool quiet = args.has("quiet");
 
   Run test, reference;
-  if (std::string e = open(test, out, int(threads)); !e.empty())
+  if (std::string e = test.open(out, int(threads)); !e.empty())
     return fail(e);
-  if (std::string e = open(reference, args.get("reference", ""), int(threads));
+  if (std::string e = reference.open(args.get("reference", ""), int(threads));
       !e.empty())
     return fail(e);
   if (test.info.vocab_size != reference.info.vocab_size)
@@ -472,7 +441,7 @@ int main(int argc, char **argv) {
           ", \"identical\": " + std::to_string(identical) +
           ", \"identical_before_first_difference\": " +
           std::to_string(identicalPrefix) + "}\n}\n";
-  if (std::string e = writeFile(jsonPath, json); !e.empty())
+  if (std::string e = spark::writeFileAtomically(jsonPath, json); !e.empty())
     return fail(e);
   if (!quiet)
     std::fprintf(stderr, "spark-fidelity: wrote %s\n", jsonPath.c_str());

@@ -21,7 +21,6 @@
 #include "ModelLoader.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -40,24 +39,7 @@ int fail(const std::string &message) {
   return 1;
 }
 
-struct Run {
-  spark::LoadedModel loaded;
-  spark_session *session = nullptr;
-  spark_model_info info{};
-  ~Run() { spark_session_destroy(session); }
-};
-
-std::string open(Run &run, const std::string &dir, int threads) {
-  spark_open_params params = spark_open_params_default();
-  params.num_threads = threads;
-  if (std::string error = run.loaded.load(dir, params); !error.empty())
-    return error;
-  spark_model_get_info(run.loaded.model, &run.info);
-  if (spark_session_create(run.loaded.model, nullptr, &run.session) !=
-      SPARK_OK)
-    return dir + ": cannot create a session";
-  return "";
-}
+using Run = spark::ModelSession;
 
 /// log-softmax of one row, in double.
 void logSoftmax(const float *row, int32_t n, std::vector<double> &out) {
@@ -108,20 +90,6 @@ std::string jsonString(const std::string &s) {
   return out + "\"";
 }
 
-std::string writeFile(const std::string &path, const std::string &text) {
-  std::string temporary = path + ".partial";
-  FILE *f = std::fopen(temporary.c_str(), "w");
-  if (!f)
-    return temporary + ": " + std::strerror(errno);
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return path + ": cannot write";
-  }
-  return "";
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -154,10 +122,10 @@ int main(int argc, char **argv) {
   const bool compare = args.has("reference");
 
   Run test, reference;
-  if (std::string e = open(test, build, int(threads)); !e.empty())
+  if (std::string e = test.open(build, int(threads)); !e.empty())
     return fail(e);
   if (compare) {
-    if (std::string e = open(reference, args.get("reference", ""), int(threads));
+    if (std::string e = reference.open(args.get("reference", ""), int(threads));
         !e.empty())
       return fail(e);
     if (reference.info.vocab_size != test.info.vocab_size)
@@ -277,7 +245,8 @@ int main(int argc, char **argv) {
   }
   json += "\n}\n";
   if (args.has("json")) {
-    if (std::string e = writeFile(args.get("json", ""), json); !e.empty())
+    if (std::string e = spark::writeFileAtomically(args.get("json", ""), json);
+        !e.empty())
       return fail(e);
     if (!quiet)
       std::fprintf(stderr, "spark-perplexity: wrote %s\n",
