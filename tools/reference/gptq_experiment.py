@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""EXPERIMENT: what GPTQ-style error compensation would do for 4-bit weights.
+
+    gptq_experiment.py CKPT --calib IDS -o OUT [--group 128] [--head gptq|rtn|int8]
+
+Quantizes every matrix of CKPT to spark-compile's w4a16 grid (asymmetric 4-bit
+groups along the input, f16 scale and zero per group, the grid searched over
+shrunk [min, max] ranges) in two ways and writes OUT, a checkpoint whose
+matrices are the dequantized values (F32), to compile with --dtype=f32 and
+measure with spark-perplexity:
+
+* the columns in order, each group's grid chosen when the group starts, and
+  each column's rounding error spread over the columns not yet quantized with
+  the inverse of H = X^T X of the product's calibrated inputs (GPTQ, Frantar
+  et al. 2022), the inputs captured by running the training script's PyTorch
+  model on the calibration ids;
+* with --head: the tied head by GPTQ too (`gptq`), by plain rounding (`rtn`),
+  or as int8 per row (`int8`).
+
+Not part of the compiler: it measures whether building GPTQ into
+spark-compile would pay off (docs/quantization.md).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "train"))
+from nano_model import SparkForCausalLM  # noqa: E402
+from spark_reference import load_weights, write_safetensors  # noqa: E402
+
+
+def f16(v):
+    return v.astype(np.float16).astype(np.float64)
+
+
+def group_grid(w):
+    """Per row of w [N, G]: (scale, zero) of the shrunk [min, max] grid with
+    the least squared error."""
+    lo = np.minimum(w.min(axis=1), 0.0)
+    hi = np.maximum(w.max(axis=1), 0.0)
+    best_err = np.full(len(w), np.inf)
+    best_s = np.ones(len(w))
+    best_z = np.zeros(len(w))
+    for shrink in (1.0, 0.95, 0.9, 0.85, 0.8, 0.75):
+        a, b = lo * shrink, hi * shrink
+        s = f16(np.where(b > a, (b - a) / 15.0, 1.0))
+        z = np.clip(np.round(-a / s), 0, 15)
+        q = np.clip(np.round(w / s[:, None] + z[:, None]), 0, 15)
+        err = (((q - z[:, None]) * s[:, None] - w) ** 2).sum(axis=1)
+        take = err < best_err
+        best_err = np.where(take, err, best_err)
+        best_s = np.where(take, s, best_s)
+        best_z = np.where(take, z, best_z)
+    return best_s, best_z
+
+
+def quant(col, s, z):
+    return (np.clip(np.round(col / s + z), 0, 15) - z) * s
+
+
+def gptq(w, H, group, damp=0.01):
+    w = w.copy()
+    N, K = w.shape
+    H = H.copy()
+    dead = np.diag(H) == 0
+    H[dead, dead] = 1
+    w[:, dead] = 0
+    H += damp * np.mean(np.diag(H)) * np.eye(K)
+    Hinv = np.linalg.cholesky(np.linalg.inv(H)).T  # upper
+    q = np.zeros_like(w)
+    s = z = None
+    for i in range(K):
+        if i % group == 0:
+            s, z = group_grid(w[:, i:i + group])
+        q[:, i] = quant(w[:, i], s, z)
+        err = (w[:, i] - q[:, i]) / Hinv[i, i]
+        w[:, i + 1:] -= np.outer(err, Hinv[i, i + 1:])
+    return q
+
+
+def rtn(w, group):
+    q = np.empty_like(w)
+    for g in range(0, w.shape[1], group):
+        s, z = group_grid(w[:, g:g + group])
+        q[:, g:g + group] = (np.clip(np.round(w[:, g:g + group] / s[:, None] + z[:, None]), 0, 15)
+                             - z[:, None]) * s[:, None]
+    return q
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("ckpt")
+    ap.add_argument("--calib", required=True)
+    ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--group", type=int, default=128)
+    ap.add_argument("--head", default="gptq", choices=["gptq", "rtn", "int8"])
+    ap.add_argument("--method", default="gptq", choices=["gptq", "rtn"])
+    args = ap.parse_args()
+    if os.path.exists(args.out):
+        sys.exit(f"{args.out} exists")
+    with open(os.path.join(args.ckpt, "config.json")) as f:
+        config = json.load(f)
+    weights = load_weights(args.ckpt)
+    model = SparkForCausalLM(config)
+    model.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in weights.items()})
+    # Second moments of each matrix's input, captured with hooks.
+    H = {}
+
+    def hook(name):
+        def f(module, inputs, output):
+            x = inputs[0].detach().double().reshape(-1, inputs[0].shape[-1])
+            H[name] = H.get(name, 0) + (x.T @ x).numpy()
+        return f
+
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and not name.endswith("g_proj"):
+            module.register_forward_hook(hook(name + ".weight"))
+    head_inputs = []
+    with open(args.calib) as f:
+        for line in f:
+            ids = [int(t) for t in line.split()]
+            if not ids:
+                continue
+            with torch.no_grad():
+                # the head's input: the final norm's output
+                handle = model.model.norm.register_forward_hook(
+                    lambda m, i, o: head_inputs.append(o.detach().double().reshape(-1, o.shape[-1])))
+                model(torch.tensor([ids]))
+                handle.remove()
+    X = torch.cat(head_inputs)
+    H["model.embedding.weight"] = (X.T @ X).numpy()
+    out = dict(weights)
+    for name, w in weights.items():
+        if name not in H:
+            continue
+        if name == "model.embedding.weight" and args.head != "gptq":
+            if args.head == "int8":
+                scale = np.abs(w).max(axis=1, keepdims=True) / 127.0
+                out[name] = np.round(w / scale) * scale
+            else:
+                out[name] = rtn(w, args.group)
+            continue
+        out[name] = gptq(w, H[name], args.group) if args.method == "gptq" else rtn(w, args.group)
+        print(f"{name}: {args.method}", file=sys.stderr)
+    os.makedirs(args.out)
+    for entry in os.listdir(args.ckpt):
+        if entry.endswith(".json"):
+            shutil.copy(os.path.join(args.ckpt, entry), args.out)
+    write_safetensors(os.path.join(args.out, "model.safetensors"),
+                      {n: np.asarray(v, dtype=np.float32) for n, v in out.items()})
+
+
+if __name__ == "__main__":
+    main()
