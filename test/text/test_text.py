@@ -154,5 +154,81 @@ class TextParity(unittest.TestCase):
         self.check_vocabulary("spark-nano")
 
 
+def special_token(config, field):
+    value = config.get(field)
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value or ""
+
+
+class ChatTemplateParity(unittest.TestCase):
+    """The chat templates of the npm packages, spark-nano's and a GLM-4.5-style
+    one with tools, rendered by spark-tokenize --chat and by Jinja2 (in
+    transformers' environment, render_jinja2.py) on every conversation of
+    test/text/chat: the same bytes, or both refusing the conversation."""
+
+    def check_template(self, folder, template=None):
+        if folder is None:
+            skip("the npm fixtures are missing: run scripts/install-text-fixtures.sh")
+        try:
+            import jinja2  # noqa: F401
+        except ImportError:
+            skip("python3-jinja2 is not installed (scripts/install-train-deps.sh)")
+        config = json.loads(read(os.path.join(folder, "tokenizer_config.json")))
+        with tempfile.TemporaryDirectory(prefix="spark-chat-") as tmp:
+            if template is None:
+                template = os.path.join(tmp, "template.jinja")
+                with open(template, "w") as f:
+                    f.write(config["chat_template"])
+                extra = []
+            else:
+                extra = ["--template", template]
+            rendered = 0
+            for name in sorted(os.listdir(os.path.join(HERE, "chat"))):
+                conversation = os.path.join(HERE, "chat", name)
+                variables = json.loads(read(conversation))
+                variables.setdefault("bos_token", special_token(config, "bos_token"))
+                variables.setdefault("eos_token", special_token(config, "eos_token"))
+                with_tokens = os.path.join(tmp, "vars.json")
+                with open(with_tokens, "w") as f:
+                    json.dump(variables, f)
+                ref = subprocess.run([sys.executable, os.path.join(HERE, "render_jinja2.py"),
+                                      template, with_tokens], capture_output=True, timeout=60)
+                ours = subprocess.run([os.path.join(BIN, "spark-tokenize"), folder, "--chat",
+                                       conversation, *extra], capture_output=True, timeout=60)
+                if ref.returncode != 0:
+                    self.assertNotEqual(ours.returncode, 0,
+                                        f"{name}: Jinja2 refuses it ({ref.stderr[-200:]}), "
+                                        "spark-tokenize rendered it")
+                    self.assertRegex(ours.stderr.decode(), r": line \d+: ",
+                                     f"{name}: the error names no template line")
+                    continue
+                self.assertEqual(ours.returncode, 0, f"{name}: {ours.stderr.decode()}")
+                self.assertEqual(ours.stdout.decode(), ref.stdout.decode(),
+                                 f"{name}: the rendering differs from Jinja2's")
+                rendered += 1
+            self.assertGreaterEqual(rendered, 2)
+
+    def npm_folder(self, name):
+        folder = os.path.join(FIXTURES, "node_modules", VOCABS[name][0], "models")
+        return folder if os.path.isdir(folder) else None
+
+    def test_qwen3_template(self):
+        self.check_template(self.npm_folder("qwen3"))
+
+    def test_llama3_template(self):
+        self.check_template(self.npm_folder("llama3"))
+
+    def test_gemma3_template(self):
+        self.check_template(self.npm_folder("gemma3"))
+
+    def test_spark_nano_template(self):
+        self.check_template(os.path.join(SOURCE, "models", "spark-nano"))
+
+    def test_glm_style_template(self):
+        self.check_template(os.path.join(SOURCE, "models", "spark-nano"),
+                            os.path.join(HERE, "templates", "glm-style.jinja"))
+
+
 if __name__ == "__main__":
     unittest.main()

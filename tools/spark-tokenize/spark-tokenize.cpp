@@ -3,6 +3,8 @@
 // spark-tokenize DIR [--add-special]            text on stdin -> ids on stdout
 // spark-tokenize DIR --decode [--skip-special]  ids on stdin -> text on stdout
 // spark-tokenize DIR --bench N                  encode stdin N times, report speed
+// spark-tokenize DIR --chat VARS.json [--template FILE] [--ids]
+//                                                render the chat template
 //
 // DIR is a checkpoint folder (or any folder with a tokenizer.json), or the
 // tokenizer.json itself. Ids are printed on one line separated by spaces;
@@ -11,6 +13,7 @@
 // bindings do) and reported on stderr.
 //
 //===----------------------------------------------------------------------===//
+#include "ChatTemplate.h"
 #include "Tokenizer.h"
 
 #include <chrono>
@@ -29,12 +32,17 @@ const char *kUsage =
     "usage: spark-tokenize DIR [--add-special]\n"
     "       spark-tokenize DIR --decode [--skip-special]\n"
     "       spark-tokenize DIR --bench N\n"
+    "       spark-tokenize DIR --chat VARS.json [--template FILE] [--ids]\n"
     "DIR: a folder holding tokenizer.json (a checkpoint), or the file itself.\n"
     "Encodes UTF-8 text read from stdin and prints the ids on one line;\n"
     "--decode reads ids and writes the text. --add-special adds the tokens\n"
     "of the file's post-processor (BOS...); --skip-special drops special\n"
     "tokens when decoding; --bench N encodes stdin N times and reports the\n"
-    "speed on stderr.\n";
+    "speed on stderr. --chat renders the folder's chat template (from\n"
+    "tokenizer_config.json, or --template FILE) with the variables of a JSON\n"
+    "object (messages, tools, add_generation_prompt, ...; bos_token and\n"
+    "eos_token default to the folder's) and prints the text, or its ids with\n"
+    "--ids.\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "spark-tokenize: error: %s\n", message.c_str());
@@ -50,10 +58,60 @@ std::string readStdin() {
   return text;
 }
 
+bool readFile(const std::string &path, std::string &out) {
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return false;
+  char buffer[1 << 16];
+  size_t n;
+  out.clear();
+  while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0)
+    out.append(buffer, n);
+  std::fclose(f);
+  return true;
+}
+
+int renderChat(const std::string &dir, const std::string &varsFile,
+               const std::string &templateFile, bool ids) {
+  std::string vars, source, origin;
+  if (!readFile(varsFile, vars))
+    return fail(varsFile + ": cannot open: " + std::strerror(errno));
+  ChatConfig cfg;
+  if (!templateFile.empty()) {
+    if (!readFile(templateFile, cfg.source))
+      return fail(templateFile + ": cannot open: " + std::strerror(errno));
+    cfg.origin = templateFile;
+    try {
+      ChatConfig folder = loadChatConfig(dir);
+      cfg.bosToken = folder.bosToken;
+      cfg.eosToken = folder.eosToken;
+    } catch (const TextError &) {
+      // A folder without a template still lends its special tokens, if any.
+    }
+  } else {
+    cfg = loadChatConfig(dir);
+  }
+  auto tmpl = ChatTemplate::parse(cfg.source, cfg.origin);
+  std::string text = tmpl->render(withSpecialTokens(vars, varsFile, cfg));
+  if (!ids) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : fail("stdout: write failed");
+  }
+  auto tokenizer = Tokenizer::load(dir);
+  std::string line;
+  for (int32_t id : tokenizer->encode(text, false))
+    line += (line.empty() ? "" : " ") + std::to_string(id);
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : fail("stdout: write failed");
+}
+
 int run(int argc, char **argv) {
   std::string dir;
   bool addSpecial = false, decode = false, skipSpecial = false;
   long bench = 0;
+  std::string chatVars, templateFile;
+  bool chatIds = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -66,6 +124,12 @@ int run(int argc, char **argv) {
       decode = true;
     } else if (a == "--skip-special") {
       skipSpecial = true;
+    } else if (a == "--chat" || a == "--template") {
+      if (i + 1 >= argc)
+        return fail(a + " needs a file");
+      (a == "--chat" ? chatVars : templateFile) = argv[++i];
+    } else if (a == "--ids") {
+      chatIds = true;
     } else if (a == "--bench") {
       if (i + 1 >= argc)
         return fail("--bench needs a repeat count");
@@ -91,6 +155,11 @@ int run(int argc, char **argv) {
     return fail("--decode does not combine with --add-special or --bench");
   if (!decode && skipSpecial)
     return fail("--skip-special applies to --decode only");
+
+  if (!chatVars.empty())
+    return renderChat(dir, chatVars, templateFile, chatIds);
+  if (!templateFile.empty() || chatIds)
+    return fail("--template and --ids apply to --chat only");
 
   std::unique_ptr<Tokenizer> tokenizer;
   try {
