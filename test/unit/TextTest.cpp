@@ -145,3 +145,225 @@ TEST(TextApi, OpenNamesTheFile) {
   EXPECT_EQ(tok, nullptr);
   EXPECT_NE(std::string(err).find("/nonexistent/dir"), std::string::npos) << err;
 }
+
+//===----------------------------------------------------------------------===//
+// Tool calls
+//===----------------------------------------------------------------------===//
+
+#include "ToolCalls.h"
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace {
+
+/// Feeds `text` in pieces of `step` bytes, then finishes.
+std::vector<ToolEvent> parse(const std::string &text, size_t step = 1, size_t budget = 0) {
+  ToolCallParser p(budget);
+  std::vector<ToolEvent> events;
+  for (size_t i = 0; i < text.size(); i += step)
+    p.feed(text.substr(i, step), events);
+  p.finish(events);
+  return events;
+}
+
+std::string kinds(const std::vector<ToolEvent> &events) {
+  std::string s;
+  for (auto &e : events)
+    s += "CTKR"[e.kind];
+  return s;
+}
+
+} // namespace
+
+TEST(ToolCallParser, SparkFormatStreamedByteByByte) {
+  std::string text = "Sure. <think>Wi-Fi is under Network.</think><tool_call>tap<arg_key>index"
+                     "</arg_key><arg_value>3</arg_value></tool_call>";
+  for (size_t step : {1, 2, 5, 1000}) {
+    auto ev = parse(text, step);
+    ASSERT_EQ(kinds(ev), "CTK") << "step " << step;
+    EXPECT_EQ(ev[0].text, "Sure. ");
+    EXPECT_EQ(ev[1].text, "Wi-Fi is under Network.");
+    EXPECT_EQ(ev[2].call.name, "tap");
+    ASSERT_EQ(ev[2].call.arguments.size(), 1u);
+    EXPECT_EQ(ev[2].call.arguments[0], (std::pair<std::string, std::string>{"index", "3"}));
+    EXPECT_EQ(ev[2].call.argumentsJson(), R"({"index":3})");
+  }
+}
+
+TEST(ToolCallParser, TextThatOnlyLooksLikeATagStaysText) {
+  auto ev = parse("a < b and <b>bold</b> and config {\"a\": 1} done", 3);
+  ASSERT_EQ(kinds(ev), "C");
+  EXPECT_EQ(ev[0].text, "a < b and <b>bold</b> and config {\"a\": 1} done");
+}
+
+TEST(ToolCallParser, BracketLineWithUnterminatedJson) {
+  // What a small model was seen to write instead of a call.
+  auto ev = parse("[tap]\n{\"tool\": \"tap\", \"parameters\": {\"index\": 1}", 1);
+  ASSERT_EQ(kinds(ev), "RRK");
+  EXPECT_NE(ev[0].text.find("bracketed [tap]"), std::string::npos) << ev[0].text;
+  EXPECT_NE(ev[1].text.find("1 closing brace"), std::string::npos) << ev[1].text;
+  EXPECT_EQ(ev[2].call.name, "tap");
+  EXPECT_EQ(ev[2].call.argumentsJson(), R"({"index":1})");
+}
+
+TEST(ToolCallParser, BracketLineWithBareArguments) {
+  auto ev = parse("[open_app]\n{\"name\": \"Clock\"}\n", 4);
+  ASSERT_EQ(kinds(ev), "RKC");
+  EXPECT_EQ(ev[1].call.name, "open_app");
+  EXPECT_EQ(ev[1].call.argumentsJson(), R"({"name":"Clock"})");
+}
+
+TEST(ToolCallParser, BareJsonCall) {
+  auto ev = parse("{\"name\": \"open_app\", \"arguments\": {\"name\": \"Clock\"}}", 7);
+  ASSERT_EQ(kinds(ev), "RK");
+  EXPECT_NE(ev[0].text.find("bare JSON"), std::string::npos);
+  EXPECT_EQ(ev[1].call.name, "open_app");
+}
+
+TEST(ToolCallParser, UnbalancedBraces) {
+  auto ev = parse("{\"name\": \"swipe\", \"arguments\": {\"direction\": \"up\"", 2);
+  ASSERT_EQ(kinds(ev), "RRK");
+  EXPECT_NE(ev[1].text.find("2 closing brace"), std::string::npos) << ev[1].text;
+  EXPECT_EQ(ev[2].call.argumentsJson(), R"({"direction":"up"})");
+}
+
+TEST(ToolCallParser, ThinkingBudget) {
+  auto ev = parse("<think>" + std::string(50, 'x') + " and more", 3, 20);
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(kinds(ev).substr(0, 3), "TRC");
+  EXPECT_EQ(ev[0].text, std::string(20, 'x'));
+  EXPECT_NE(ev[1].text.find("budget of 20 bytes"), std::string::npos);
+}
+
+TEST(ToolCallParser, ThinkNeverClosed) {
+  auto ev = parse("<think>still thinking", 1);
+  ASSERT_EQ(kinds(ev), "TR");
+  EXPECT_EQ(ev[0].text, "still thinking");
+  EXPECT_EQ(ev[1].text, "<think> was never closed");
+}
+
+TEST(ToolCallParser, UnterminatedCallAndValue) {
+  auto ev = parse("<tool_call>type_text<arg_key>text</arg_key><arg_value>hello", 1);
+  ASSERT_EQ(kinds(ev), "RRK");
+  EXPECT_EQ(ev[2].call.name, "type_text");
+  EXPECT_EQ(ev[2].call.argumentsJson(), R"({"text":"hello"})");
+}
+
+TEST(ToolCallParser, CallWithoutNameIsKeptAsText) {
+  auto ev = parse("<tool_call><arg_key>a</arg_key></tool_call>", 1);
+  ASSERT_EQ(kinds(ev), "RC");
+  EXPECT_EQ(ev[1].text, "<tool_call><arg_key>a</arg_key></tool_call>");
+}
+
+namespace {
+std::string readText(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Samples from seeded random logits under the grammar until it is done.
+std::string generate(const Tokenizer &t, ToolGrammar &g, uint32_t seed, int maxSteps,
+                     std::vector<int32_t> *ids) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> noise(0.f, 3.f);
+  std::vector<float> logits(t.vocabSize());
+  for (int step = 0; step < maxSteps && !g.done(); ++step) {
+    for (auto &l : logits)
+      l = noise(rng);
+    size_t allowed = g.mask(logits.data(), t.vocabSize());
+    EXPECT_GT(allowed, 0u);
+    int32_t best = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    EXPECT_TRUE(g.accept(best)) << "masked argmax " << best << " was refused";
+    ids->push_back(best);
+  }
+  return t.decode(*ids, true);
+}
+} // namespace
+
+TEST(ToolGrammar, RandomLogitsAlwaysGiveAWellFormedCall) {
+  auto t = Tokenizer::load(kNano);
+  std::string toolsJson = readText(SPARK_SOURCE_DIR "/test/text/chat/multi-tools.json");
+  size_t at = toolsJson.find("\"tools\":");
+  size_t end = toolsJson.find("\"add_generation_prompt\"");
+  std::string list = toolsJson.substr(at + 8, end - at - 8);
+  list = list.substr(0, list.rfind(']') + 1);
+  auto tools = parseToolSpecs(list, "multi-tools.json");
+  int32_t eos = *t->tokenId("<|endoftext|>");
+  for (bool thinking : {false, true}) {
+    for (uint32_t seed = 1; seed <= 20; ++seed) {
+      ToolGrammar g(*t, tools, {eos}, thinking, thinking ? 64 : 0);
+      std::vector<int32_t> ids;
+      std::string text = generate(*t, g, seed, 400, &ids);
+      ASSERT_TRUE(g.done()) << "seed " << seed << ": " << text;
+      EXPECT_EQ(ids.back(), eos);
+      auto ev = parse(text, 1);
+      std::string k = kinds(ev);
+      ASSERT_EQ(k.back(), 'K') << text;
+      EXPECT_EQ(k.find('R'), std::string::npos) << "a recovery on grammar output: " << text;
+      for (auto &e : ev)
+        if (e.kind == ToolEvent::Content)
+          EXPECT_EQ(e.text.find_first_not_of(" \n"), std::string::npos) << text;
+      const ToolCall &call = ev.back().call;
+      auto spec = std::find_if(tools.begin(), tools.end(),
+                               [&](const ToolSpec &s) { return s.name == call.name; });
+      ASSERT_NE(spec, tools.end()) << call.name;
+      for (auto &p : spec->params) {
+        auto arg = std::find_if(call.arguments.begin(), call.arguments.end(),
+                                [&](auto &a) { return a.first == p.name; });
+        if (p.required)
+          EXPECT_NE(arg, call.arguments.end()) << p.name << " missing in " << text;
+        if (arg == call.arguments.end())
+          continue;
+        const std::string &v = arg->second;
+        if (!p.enumValues.empty())
+          EXPECT_NE(std::find(p.enumValues.begin(), p.enumValues.end(), v), p.enumValues.end()) << v;
+        else if (p.type == ToolParam::Integer)
+          EXPECT_TRUE(!v.empty() && v.find_first_not_of("-0123456789") == std::string::npos) << v;
+        else if (p.type == ToolParam::Boolean)
+          EXPECT_TRUE(v == "true" || v == "false") << v;
+        else if (p.type == ToolParam::Number)
+          EXPECT_TRUE(!v.empty() && v.find_first_not_of("-.0123456789") == std::string::npos) << v;
+      }
+    }
+  }
+}
+
+TEST(ToolGrammar, ForbidsWhatTheFormatForbids) {
+  auto t = Tokenizer::load(kNano);
+  auto tools = parseToolSpecs(R"([{"name": "tap", "parameters": {"properties":
+      {"index": {"type": "integer"}}, "required": ["index"]}}])", "inline");
+  int32_t eos = *t->tokenId("<|endoftext|>");
+  ToolGrammar g(*t, tools, {eos}, false);
+  auto accept = [&](const std::string &text) {
+    for (int32_t id : t->encode(text, false))
+      if (!g.accept(id))
+        return false;
+    return true;
+  };
+  EXPECT_FALSE(g.allows(eos));
+  EXPECT_FALSE(accept("Hello")); // text before the call
+  g.reset();
+  EXPECT_TRUE(accept("<tool_call>tap"));
+  EXPECT_FALSE(g.allows(*t->tokenId("</tool_call>"))); // index is required
+  EXPECT_TRUE(accept("<arg_key>index</arg_key><arg_value>"));
+  EXPECT_FALSE(accept("abc")); // not an integer
+  EXPECT_TRUE(accept("12</arg_value></tool_call>"));
+  EXPECT_TRUE(g.allows(eos));
+  EXPECT_TRUE(g.accept(eos));
+  EXPECT_TRUE(g.done());
+}
+
+TEST(ToolGrammar, ToolsFileErrorsNameTheField) {
+  EXPECT_THROW(parseToolSpecs("[{\"type\": \"function\"}]", "tools.json"), TextError);
+  try {
+    parseToolSpecs("[{\"name\": \"a b\"}]", "tools.json");
+    FAIL();
+  } catch (const TextError &e) {
+    EXPECT_NE(std::string(e.what()).find("tools.json: [0].name: 'a b'"), std::string::npos)
+        << e.what();
+  }
+}
