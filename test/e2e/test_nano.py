@@ -157,5 +157,66 @@ class SparkNano(unittest.TestCase):
         self.assertLessEqual(r["kld"]["mean"], 0.02)
 
 
+    def agent_turns(self, count=4):
+        """The first turn of held-out agent episodes: (user message, the call
+        the episode expects)."""
+        sys.path.insert(0, os.path.join(SOURCE, "tools", "train"))
+        import nano_data
+        turns = []
+        for messages in nano_data.episodes(1_000_003, count, heldout=True):
+            call = messages[1]["tool_calls"][0]["function"]
+            turns.append((messages[0]["content"], call["name"], call["arguments"]))
+        return nano_data.SYSTEM_PROMPT, turns
+
+    def run_agent_turn(self, system, user, extra):
+        result = subprocess.run(
+            [os.path.join(BIN, "spark-run"), self.f32, "--system", system, "--tools",
+             os.path.join(SOURCE, "test", "text", "phone-tools.json"), "--prompt", user,
+             "--n-predict", "96"] + extra, capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        calls = [line.split(" ", 4)[3:] for line in result.stderr.splitlines()
+                 if line.startswith("spark-run: tool call: ")]
+        recovered = [line for line in result.stderr.splitlines() if "recovered:" in line]
+        return result.stdout, calls, recovered
+
+    def test_agent_turn_through_text(self):
+        """Text in, tool call out: spark-run renders the chat template with the
+        system prompt and tools, tokenizes, generates, streams the text and
+        parses the call. The trained model makes the held-out episodes' first
+        call; with --grammar tools every answer is a well-formed call."""
+        system, turns = self.agent_turns()
+        right = 0
+        for user, name, arguments in turns:
+            text, calls, recovered = self.run_agent_turn(system, user, [])
+            print("%r -> %s %s" % (user.splitlines()[0], calls, recovered))
+            self.assertEqual(len(calls), 1, text)
+            self.assertIn("<tool_call>", text)
+            got = json.loads(calls[0][1])
+            expected = {k: (int(v) if str(v).isdigit() else v) for k, v in arguments.items()}
+            same = calls[0][0] == name and got == expected
+            # Tapping an app on the home screen and opening it by name are
+            # the same step.
+            if name == "tap" and calls[0][0] == "open_app":
+                line = "[%d] %s (app)" % (expected["index"], got.get("name"))
+                same = line in user.splitlines()
+            right += same
+            text, calls, recovered = self.run_agent_turn(system, user, ["--grammar", "tools"])
+            self.assertEqual(len(calls), 1, text)
+            self.assertEqual(recovered, [], text)
+        print("first calls as the episodes expect: %d of %d" % (right, len(turns)))
+        self.assertGreaterEqual(right, len(turns) - 1)
+
+    def test_chat_keeps_the_session(self):
+        """--chat: each line is a user turn; later turns evaluate only their
+        own tokens (the template's text of earlier turns is not re-read)."""
+        result = subprocess.run(
+            [os.path.join(BIN, "spark-run"), self.f32, "--chat", "--n-predict", "12"],
+            input="Hello there\nWhat is in the news today?\nAnd tomorrow?\n",
+            capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertNotIn("reading the whole conversation again", result.stderr)
+        self.assertEqual(result.stderr.count("> "), 4, result.stderr)  # 3 turns + the end
+        self.assertGreaterEqual(len([l for l in result.stdout.splitlines() if l.strip()]), 2)
+
 if __name__ == "__main__":
     unittest.main()

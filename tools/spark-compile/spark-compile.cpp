@@ -660,6 +660,17 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
   if (calibration)
     if (int rc = writeFile(folder.file("calibration.json"), calibration->json))
       return rc;
+  // The text layer's files travel with the build, so that spark-run OUT
+  // --prompt works and an app ships one folder.
+  for (const char *name : {"tokenizer.json", "tokenizer_config.json",
+                           "chat_template.jinja", "generation_config.json"}) {
+    SmallString<256> from(checkpoint.directory());
+    sys::path::append(from, name);
+    if (!sys::fs::is_regular_file(from))
+      continue;
+    if (std::error_code ec = sys::fs::copy_file(from, folder.file(name)))
+      return fail(std::string(from) + ": cannot copy into the build: " + ec.message());
+  }
   if (int rc = writeFile(
           folder.file("manifest.json"),
           spark::emitManifest(*plan, packBytes, commandLineOf(argc, argv))))

@@ -1,8 +1,13 @@
-/* spark-run.c - run a compiled model on token ids.
+/* spark-run.c - run a compiled model on token ids or text.
  *
  *   spark-run OUT --prompt-ids 1,2,3 [--n-predict N] [--threads T] [--chunk C]
  *             [--logits-out F.npy] [--temperature X --top-k K --top-p P
  *             --seed S] [--print-dispatch] [--no-verify]
+ *   spark-run OUT --prompt TEXT | --chat [--system TEXT] [--tools FILE]
+ *             [--grammar tools] [--think-budget B] [--tokenizer DIR] ...
+ *
+ * The text modes (host build only, text_mode.c) read the tokenizer and chat
+ * template that spark-compile copies into OUT from the checkpoint.
  *
  * Two builds of this one file:
  * - the host tool (build/bin/spark-run) loads OUT/libspark_model.so with
@@ -26,6 +31,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef SPARK_RUN_TEXT
+#include "text_mode.h"
+#endif
+
 #ifdef SPARK_RUN_STATIC_MODEL
 extern const spark_model_def *spark_model_definition(void);
 #else
@@ -37,6 +46,20 @@ static const char *kUsage =
     "                 [--chunk C] [--logits-out F.npy] [--temperature X]\n"
     "                 [--top-k K] [--top-p P] [--seed S] [--print-dispatch]\n"
     "                 [--no-verify]"
+#ifdef SPARK_RUN_TEXT
+    "\n"
+    "       spark-run OUT --prompt TEXT | --chat [--system TEXT] [--tools FILE]\n"
+    "                 [--grammar tools] [--think-budget B] [--tokenizer DIR]\n"
+    "                 [--n-predict N] [sampling and thread options as above]\n"
+    "--prompt alone completes the text; with --system, --tools or --grammar it\n"
+    "is one user turn through the chat template. --chat reads one user message\n"
+    "per line of stdin (an empty line ends) and keeps the session between\n"
+    "turns. --tools FILE: the tools (JSON list) for the template; tool calls\n"
+    "are reported on stderr. --grammar tools: constrained decoding, every\n"
+    "answer a well-formed call of one of the tools (thinking first allowed,\n"
+    "at most --think-budget bytes, default 512). --tokenizer DIR: where\n"
+    "tokenizer.json and tokenizer_config.json are (default OUT).\n"
+#endif
 #ifdef SPARK_RUN_STATIC_MODEL
     " [--pack F]\n"
     "(this static build carries its model; OUT is optional and names the\n"
@@ -54,9 +77,10 @@ static int fail(const char *format, const char *detail) {
 
 typedef struct options {
   const char *out, *prompt_ids, *logits_out, *pack;
-  long long n_predict, threads, chunk, top_k, seed;
+  const char *prompt, *system, *tools, *grammar, *tokenizer;
+  long long n_predict, threads, chunk, top_k, seed, think_budget;
   double temperature, top_p;
-  int print_dispatch, no_verify, help;
+  int print_dispatch, no_verify, help, chat;
 } options;
 
 /* Parses --name value / --name=value; returns NULL or a message. */
@@ -79,6 +103,12 @@ static const char *parse(int argc, char **argv, options *o) {
       length = sizeof(name) - 1;
     memcpy(name, arg + 2, length);
     name[length] = 0;
+#ifdef SPARK_RUN_TEXT
+    if (!strcmp(name, "chat")) {
+      o->chat = 1;
+      continue;
+    }
+#endif
     if (!strcmp(name, "print-dispatch") || !strcmp(name, "no-verify") ||
         !strcmp(name, "help")) {
       *(!strcmp(name, "help")          ? &o->help
@@ -100,6 +130,18 @@ static const char *parse(int argc, char **argv, options *o) {
       o->prompt_ids = value;
     else if (!strcmp(name, "logits-out"))
       o->logits_out = value;
+#ifdef SPARK_RUN_TEXT
+    else if (!strcmp(name, "prompt"))
+      o->prompt = value;
+    else if (!strcmp(name, "system"))
+      o->system = value;
+    else if (!strcmp(name, "tools"))
+      o->tools = value;
+    else if (!strcmp(name, "grammar"))
+      o->grammar = value;
+    else if (!strcmp(name, "tokenizer"))
+      o->tokenizer = value;
+#endif
 #ifdef SPARK_RUN_STATIC_MODEL
     else if (!strcmp(name, "pack"))
       o->pack = value;
@@ -114,7 +156,7 @@ static const char *parse(int argc, char **argv, options *o) {
       *(!strcmp(name, "top-p") ? &o->top_p : &o->temperature) = v;
     } else if (!strcmp(name, "n-predict") || !strcmp(name, "threads") ||
                !strcmp(name, "chunk") || !strcmp(name, "top-k") ||
-               !strcmp(name, "seed")) {
+               !strcmp(name, "seed") || !strcmp(name, "think-budget")) {
       long long v = strtoll(value, &end, 10);
       if (!*value || *end || errno) {
         snprintf(message, sizeof(message), "--%s: '%s' is not an integer",
@@ -125,6 +167,7 @@ static const char *parse(int argc, char **argv, options *o) {
         : !strcmp(name, "threads") ? &o->threads
         : !strcmp(name, "chunk")   ? &o->chunk
         : !strcmp(name, "top-k")   ? &o->top_k
+        : !strcmp(name, "think-budget") ? &o->think_budget
                                    : &o->seed) = v;
     } else {
       snprintf(message, sizeof(message), "unknown option --%s", name);
@@ -184,17 +227,59 @@ int main(int argc, char **argv) {
     return 1;
   }
 #endif
-  if (!o.prompt_ids) {
-    fprintf(stderr, "spark-run: error: --prompt-ids is required\n%s", kUsage);
+  int text_mode = o.prompt || o.chat;
+  if (!o.prompt_ids && !text_mode) {
+    fprintf(stderr, "spark-run: error: --prompt-ids%s is required\n%s",
+#ifdef SPARK_RUN_TEXT
+            " (or --prompt, or --chat)",
+#else
+            "",
+#endif
+            kUsage);
     return 1;
   }
+  if (o.prompt_ids && text_mode)
+    return fail("--prompt-ids does not combine with --prompt or --chat%s", "");
+  if (!text_mode && (o.system || o.tools || o.grammar || o.tokenizer || o.think_budget))
+    return fail("--system, --tools, --grammar, --tokenizer and --think-budget "
+                "need --prompt or --chat%s", "");
+  if (o.grammar && strcmp(o.grammar, "tools"))
+    return fail("--grammar: expected 'tools', got '%s'", o.grammar);
+  if (o.grammar && !o.tools)
+    return fail("--grammar tools needs --tools FILE%s", "");
+  if (text_mode && o.logits_out)
+    return fail("--logits-out needs --prompt-ids%s", "");
+  if (o.think_budget < 0)
+    return fail("--think-budget must not be negative%s", "");
   if (o.n_predict < 1)
     return fail("--n-predict must be at least 1%s", "");
   if (o.threads < 0 || o.chunk < 0)
     return fail("--threads and --chunk must not be negative%s", "");
 
+  char *tools_json = NULL;
+#ifdef SPARK_RUN_TEXT
+  if (o.tools) {
+    FILE *f = fopen(o.tools, "rb");
+    if (!f)
+      return fail("--tools %s: cannot open", o.tools);
+    size_t cap = 1 << 16, n = 0, got;
+    tools_json = malloc(cap);
+    while (tools_json && (got = fread(tools_json + n, 1, cap - n - 1, f)) > 0) {
+      n += got;
+      if (n + 1 == cap)
+        tools_json = realloc(tools_json, cap *= 2);
+    }
+    fclose(f);
+    if (!tools_json)
+      return fail("out of memory reading %s", o.tools);
+    tools_json[n] = 0;
+  }
+#endif
+
   /* The prompt. */
   size_t count = 1;
+  if (text_mode)
+    o.prompt_ids = "0";
   for (const char *p = o.prompt_ids; *p; ++p)
     count += *p == ',';
   int32_t *prompt = malloc(sizeof(int32_t) * count);
@@ -259,6 +344,32 @@ int main(int argc, char **argv) {
     fprintf(stderr, "spark-run: kernels: %s (chosen from the CPU; target %s)%s%s\n",
             info.dispatch, info.target, info.dispatch_reason ? "; " : "",
             info.dispatch_reason ? info.dispatch_reason : "");
+#ifdef SPARK_RUN_TEXT
+  if (text_mode) {
+    text_options t = {0};
+    t.prompt = o.prompt;
+    t.system = o.system;
+    t.tools = o.tools;
+    t.tools_json = tools_json;
+    t.tokenizer_dir = o.tokenizer ? o.tokenizer : o.out;
+    t.tokenizer_given = o.tokenizer != NULL;
+    t.chat = o.chat;
+    t.grammar = o.grammar != NULL;
+    t.n_predict = o.n_predict;
+    t.chunk = o.chunk;
+    t.top_k = o.top_k;
+    t.seed = o.seed;
+    t.think_budget = o.think_budget ? o.think_budget : 512;
+    t.temperature = o.temperature;
+    t.top_p = o.top_p;
+    int text_rc = spark_run_text(model, &t);
+    free(tools_json);
+    free(prompt);
+    spark_close_model_dir(model, library);
+    return text_rc;
+  }
+#endif
+  free(tools_json);
   for (size_t i = 0; i < n_prompt; ++i)
     if (prompt[i] < 0 || prompt[i] >= info.vocab_size) {
       char message[128];
