@@ -13,7 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace spark::text {
 
@@ -126,14 +128,16 @@ public:
   bool allowThinking;
   size_t thinkBudget;
   uint32_t maxValueBytes;
-  size_t maxTokenBytes = 0;
   State state;
 
   std::vector<std::string> bytes;        // per token
   std::vector<uint8_t> special;          // added special tokens
   std::vector<int32_t> byFirst[256];     // ordinary tokens by first byte
-  std::vector<int32_t> freeTokens;       // ordinary tokens without '<'
+  std::vector<int32_t> freeTokens;       // ordinary tokens without '<',
+  std::vector<size_t> freeLength;        //   shortest first, and their bytes
   std::vector<int32_t> ltOrSpecial;      // the rest (minus end tokens)
+  std::vector<uint8_t> freeFlags;        // 1 for each free token
+  mutable std::vector<uint8_t> scratch;  // mask()'s allowed flags
 
   ToolGrammarImpl(const Tokenizer &t, std::vector<ToolSpec> tl, std::vector<int32_t> ends,
                   bool thinking, size_t budget, uint32_t maxValue)
@@ -152,13 +156,19 @@ public:
       const std::string &b = bytes[id];
       if (b.empty())
         continue;
-      maxTokenBytes = std::max(maxTokenBytes, b.size());
       if (!special[id])
         byFirst[static_cast<unsigned char>(b[0])].push_back(id);
       if (special[id] || b.find('<') != std::string::npos)
         ltOrSpecial.push_back(id);
       else
         freeTokens.push_back(id);
+    }
+    std::stable_sort(freeTokens.begin(), freeTokens.end(),
+                     [&](int32_t a, int32_t b) { return bytes[a].size() < bytes[b].size(); });
+    freeFlags.assign(size_t(n), 0);
+    for (int32_t id : freeTokens) {
+      freeLength.push_back(bytes[id].size());
+      freeFlags[id] = 1;
     }
   }
 
@@ -373,19 +383,29 @@ public:
     return true;
   }
 
-  bool freeText(const State &s) const {
-    if (s.phase == Phase::Think)
-      return s.closeMatch == 0 && !(thinkBudget && s.thinkBytes + maxTokenBytes > thinkBudget);
+  /// In free text (thinking, string values) every ordinary token without
+  /// '<' that fits the remaining budget is allowed without simulation:
+  /// returns that budget in bytes (SIZE_MAX: unlimited), or 0 outside free
+  /// text. Sound: each byte of such a token adds at most one byte (plus the
+  /// partial "</think>" it breaks), so none is refused.
+  size_t freeRoom(const State &s) const {
+    if (s.phase == Phase::Think) {
+      if (!thinkBudget)
+        return SIZE_MAX;
+      size_t used = size_t(s.thinkBytes) + s.closeMatch;
+      return used < thinkBudget ? thinkBudget - used : 0;
+    }
     if (s.phase == Phase::Value) {
       const ToolParam &p = *param(s);
-      return p.enumValues.empty() && p.type == ToolParam::String &&
-             s.valueBytes + maxTokenBytes <= maxValueBytes;
+      if (!p.enumValues.empty() || p.type != ToolParam::String)
+        return 0;
+      return s.valueBytes < maxValueBytes ? maxValueBytes - s.valueBytes : 0;
     }
-    return false;
+    return 0;
   }
 
   size_t mask(float *logits, int32_t vocab) const {
-    std::vector<uint8_t> allowed(size_t(vocab), 0);
+    std::vector<uint8_t> &allowed = scratch;
     size_t count = 0;
     auto allow = [&](int32_t id) {
       if (id < vocab && !allowed[id]) {
@@ -393,33 +413,50 @@ public:
         ++count;
       }
     };
+    bool freeText = state.phase == Phase::Think ||
+                    (state.phase == Phase::Value && param(state)->enumValues.empty() &&
+                     param(state)->type == ToolParam::String);
+    if (freeText && state.phase != Phase::Done) {
+      // Start from every free token, then drop those too long for the room.
+      allowed.assign(freeFlags.begin(), freeFlags.end());
+      allowed.resize(size_t(vocab), 0);
+      count = freeTokens.size();
+      size_t room = freeRoom(state);
+      for (size_t i = freeTokens.size(); i > 0 && freeLength[i - 1] > room; --i)
+        if (freeTokens[i - 1] < vocab) {
+          allowed[freeTokens[i - 1]] = 0;
+          --count;
+        }
+      for (int32_t id : ltOrSpecial)
+        if (simulate(state, id, nullptr))
+          allow(id);
+      // Tokens that go on with a partial "</think>" cost no budget.
+      if (state.phase == Phase::Think && state.closeMatch > 0)
+        for (int32_t id : byFirst[static_cast<unsigned char>("</think>"[state.closeMatch])])
+          if (!allowed[id] && simulate(state, id, nullptr))
+            allow(id);
+    } else {
+      allowed.assign(size_t(vocab), 0);
+    }
     if (state.phase == Phase::End) {
       for (int32_t id : endTokens)
         allow(id);
-    } else if (state.phase != Phase::Done) {
-      if (freeText(state)) {
-        for (int32_t id : freeTokens)
-          allow(id);
-        for (int32_t id : ltOrSpecial)
+    } else if (state.phase != Phase::Done && !freeText) {
+      for (int c = 0; c < 256; ++c) {
+        State probe = state;
+        if (!step(probe, static_cast<unsigned char>(c), false))
+          continue;
+        for (int32_t id : byFirst[c])
           if (simulate(state, id, nullptr))
             allow(id);
-      } else {
-        for (int c = 0; c < 256; ++c) {
-          State probe = state;
-          if (!step(probe, static_cast<unsigned char>(c), false))
-            continue;
-          for (int32_t id : byFirst[c])
-            if (simulate(state, id, nullptr))
-              allow(id);
-        }
-        for (int32_t id : ltOrSpecial)
-          if (special[id] && simulate(state, id, nullptr))
-            allow(id);
       }
+      for (int32_t id : ltOrSpecial)
+        if (special[id] && simulate(state, id, nullptr))
+          allow(id);
     }
-    for (int32_t id = 0; id < vocab; ++id)
-      if (!allowed[id])
-        logits[id] = -INFINITY;
+    const uint8_t *a = allowed.data();
+    for (int32_t id = 0; id < vocab; ++id) // branch-free: vectorizes
+      logits[id] = a[id] ? logits[id] : -INFINITY;
     return count;
   }
 };

@@ -5,6 +5,8 @@
 // spark-tokenize DIR --bench N                  encode stdin N times, report speed
 // spark-tokenize DIR --chat VARS.json [--template FILE] [--ids]
 //                                                render the chat template
+// spark-tokenize DIR --bench-grammar TOOLS.json [--bench N]
+//                                                cost of the tool grammar's mask
 //
 // DIR is a checkpoint folder (or any folder with a tokenizer.json), or the
 // tokenizer.json itself. Ids are printed on one line separated by spaces;
@@ -15,6 +17,10 @@
 //===----------------------------------------------------------------------===//
 #include "ChatTemplate.h"
 #include "Tokenizer.h"
+#include "ToolCalls.h"
+
+#include <algorithm>
+#include <random>
 
 #include <chrono>
 #include <cstdio>
@@ -33,6 +39,7 @@ const char *kUsage =
     "       spark-tokenize DIR --decode [--skip-special]\n"
     "       spark-tokenize DIR --bench N\n"
     "       spark-tokenize DIR --chat VARS.json [--template FILE] [--ids]\n"
+    "       spark-tokenize DIR --bench-grammar TOOLS.json [--bench N]\n"
     "DIR: a folder holding tokenizer.json (a checkpoint), or the file itself.\n"
     "Encodes UTF-8 text read from stdin and prints the ids on one line;\n"
     "--decode reads ids and writes the text. --add-special adds the tokens\n"
@@ -42,7 +49,9 @@ const char *kUsage =
     "tokenizer_config.json, or --template FILE) with the variables of a JSON\n"
     "object (messages, tools, add_generation_prompt, ...; bos_token and\n"
     "eos_token default to the folder's) and prints the text, or its ids with\n"
-    "--ids.\n";
+    "--ids. --bench-grammar generates N (default 20) tool calls from random\n"
+    "logits under the tool grammar (spark-run --grammar tools) and reports\n"
+    "the time its mask takes per token at this vocabulary.\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "spark-tokenize: error: %s\n", message.c_str());
@@ -106,11 +115,63 @@ int renderChat(const std::string &dir, const std::string &varsFile,
   return std::fflush(stdout) == 0 ? 0 : fail("stdout: write failed");
 }
 
+int benchGrammar(const std::string &dir, const std::string &toolsFile, long runs) {
+  std::string toolsJson;
+  if (!readFile(toolsFile, toolsJson))
+    return fail(toolsFile + ": cannot open: " + std::strerror(errno));
+  auto tokenizer = Tokenizer::load(dir);
+  auto tools = parseToolSpecs(toolsJson, toolsFile);
+  // Any special token serves as the end token of this measurement.
+  int32_t end = -1;
+  for (int32_t id = 0; id < tokenizer->vocabSize() && end < 0; ++id)
+    if (tokenizer->isSpecial(id))
+      end = id;
+  if (end < 0)
+    return fail(tokenizer->path() + ": no special token to end a call with");
+  int32_t vocab = tokenizer->vocabSize();
+  std::vector<float> logits(vocab);
+  std::vector<double> us;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> noise(0.f, 3.f);
+  auto setup = std::chrono::steady_clock::now();
+  ToolGrammar grammar(*tokenizer, tools, {end}, true, 256);
+  double setupS = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup).count();
+  long complete = 0;
+  for (long r = 0; r < runs; ++r) {
+    grammar.reset();
+    for (int step = 0; step < 2000 && !grammar.done(); ++step) {
+      for (auto &l : logits)
+        l = noise(rng);
+      auto t0 = std::chrono::steady_clock::now();
+      size_t allowed = grammar.mask(logits.data(), vocab);
+      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                       .count());
+      if (!allowed)
+        return fail("the grammar allowed no token (a bug)");
+      int32_t best = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      if (!grammar.accept(best))
+        return fail("the grammar refused a token its mask allowed (a bug)");
+    }
+    complete += grammar.done();
+  }
+  std::sort(us.begin(), us.end());
+  double mean = 0;
+  for (double u : us)
+    mean += u;
+  mean /= us.size();
+  std::printf("vocab %d, %zu tools: %ld of %ld calls complete, %zu masked tokens; "
+              "mask per token: mean %.0f us, median %.0f us, p99 %.0f us, max %.0f us; "
+              "setup %.0f ms\n",
+              vocab, tools.size(), complete, runs, us.size(), mean, us[us.size() / 2],
+              us[us.size() * 99 / 100], us.back(), setupS * 1e3);
+  return 0;
+}
+
 int run(int argc, char **argv) {
   std::string dir;
   bool addSpecial = false, decode = false, skipSpecial = false;
   long bench = 0;
-  std::string chatVars, templateFile;
+  std::string chatVars, templateFile, grammarTools;
   bool chatIds = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -124,6 +185,10 @@ int run(int argc, char **argv) {
       decode = true;
     } else if (a == "--skip-special") {
       skipSpecial = true;
+    } else if (a == "--bench-grammar") {
+      if (i + 1 >= argc)
+        return fail(a + " needs a tools file");
+      grammarTools = argv[++i];
     } else if (a == "--chat" || a == "--template") {
       if (i + 1 >= argc)
         return fail(a + " needs a file");
@@ -158,6 +223,8 @@ int run(int argc, char **argv) {
 
   if (!chatVars.empty())
     return renderChat(dir, chatVars, templateFile, chatIds);
+  if (!grammarTools.empty())
+    return benchGrammar(dir, grammarTools, bench ? bench : 20);
   if (!templateFile.empty() || chatIds)
     return fail("--template and --ids apply to --chat only");
 
