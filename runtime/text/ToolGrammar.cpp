@@ -137,6 +137,13 @@ public:
   std::vector<size_t> freeLength;        //   shortest first, and their bytes
   std::vector<int32_t> ltOrSpecial;      // the rest (minus end tokens)
   std::vector<uint8_t> freeFlags;        // 1 for each free token
+  struct TrieNode {
+    uint32_t childBegin = 0, childEnd = 0, tokBegin = 0, tokEnd = 0;
+    unsigned char byte = 0;
+  };
+  std::vector<TrieNode> trie;
+  std::vector<int32_t> trieTokens;
+  std::vector<int32_t> specialTokens;
   mutable std::vector<uint8_t> scratch;  // mask()'s allowed flags
 
   ToolGrammarImpl(const Tokenizer &t, std::vector<ToolSpec> tl, std::vector<int32_t> ends,
@@ -165,10 +172,64 @@ public:
     }
     std::stable_sort(freeTokens.begin(), freeTokens.end(),
                      [&](int32_t a, int32_t b) { return bytes[a].size() < bytes[b].size(); });
+    buildTrie();
+    for (int32_t id : ltOrSpecial)
+      if (special[id])
+        specialTokens.push_back(id);
     freeFlags.assign(size_t(n), 0);
     for (int32_t id : freeTokens) {
       freeLength.push_back(bytes[id].size());
       freeFlags[id] = 1;
+    }
+  }
+
+  template <typename Allow> void walk(uint32_t node, const State &s, Allow &allow) const {
+    const TrieNode &n = trie[node];
+    if (node != 0)
+      for (uint32_t k = n.tokBegin; k < n.tokEnd; ++k)
+        allow(trieTokens[k]);
+    for (uint32_t c = n.childBegin; c < n.childEnd; ++c) {
+      State next = s;
+      if (step(next, trie[c].byte, false))
+        walk(c, next, allow);
+    }
+  }
+
+  /// A byte trie of the ordinary tokens' bytes; children are contiguous.
+  void buildTrie() {
+    std::vector<int32_t> ids;
+    for (int c = 0; c < 256; ++c)
+      ids.insert(ids.end(), byFirst[c].begin(), byFirst[c].end());
+    std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return bytes[a] < bytes[b]; });
+    trie.assign(1, TrieNode());
+    struct Job {
+      uint32_t node;
+      size_t lo, hi, depth;
+    };
+    std::vector<Job> stack{{0, 0, ids.size(), 0}};
+    while (!stack.empty()) {
+      Job j = stack.back();
+      stack.pop_back();
+      size_t k = j.lo;
+      trie[j.node].tokBegin = uint32_t(trieTokens.size());
+      while (k < j.hi && bytes[ids[k]].size() == j.depth)
+        trieTokens.push_back(ids[k++]);
+      trie[j.node].tokEnd = uint32_t(trieTokens.size());
+      trie[j.node].childBegin = uint32_t(trie.size());
+      size_t firstJob = stack.size();
+      while (k < j.hi) {
+        unsigned char b = static_cast<unsigned char>(bytes[ids[k]][j.depth]);
+        size_t e = k;
+        while (e < j.hi && static_cast<unsigned char>(bytes[ids[e]][j.depth]) == b)
+          ++e;
+        TrieNode child;
+        child.byte = b;
+        trie.push_back(child);
+        stack.push_back({uint32_t(trie.size() - 1), k, e, j.depth + 1});
+        k = e;
+      }
+      trie[j.node].childEnd = uint32_t(trie.size());
+      (void)firstJob;
     }
   }
 
@@ -442,16 +503,11 @@ public:
       for (int32_t id : endTokens)
         allow(id);
     } else if (state.phase != Phase::Done && !freeText) {
-      for (int c = 0; c < 256; ++c) {
-        State probe = state;
-        if (!step(probe, static_cast<unsigned char>(c), false))
-          continue;
-        for (int32_t id : byFirst[c])
-          if (simulate(state, id, nullptr))
-            allow(id);
-      }
-      for (int32_t id : ltOrSpecial)
-        if (special[id] && simulate(state, id, nullptr))
+      // Walk the token trie along the bytes the grammar accepts: the work
+      // is the number of valid token prefixes, not the vocabulary.
+      walk(0, state, allow);
+      for (int32_t id : specialTokens)
+        if (simulate(state, id, nullptr))
           allow(id);
     }
     const uint8_t *a = allowed.data();
