@@ -18,3 +18,11 @@ echo "spark-run (compiled):"
 echo "reference (float64 NumPy):"
 /usr/bin/python3 "$ROOT/tools/reference/spark_reference.py" "$DEMO/tiny" \
   --prompt-ids "$PROMPT" --n-predict 16
+
+# Text in, tool call out: the trained spark-nano, one turn of a phone agent.
+NANO="$ROOT/models/spark-nano"
+"$BIN/spark-compile" "$NANO" --quant=w8a16 -o "$DEMO/nano" --quiet
+echo "spark-nano (w8a16), one agent turn through the chat template:"
+"$BIN/spark-run" "$DEMO/nano" --system "$(cat "$NANO/agent-system.txt")" \
+  --tools "$NANO/agent-tools.json" --n-predict 64 \
+  --prompt "$(printf 'Task: Turn on Wi-Fi\nScreen: Home\n[0] Clock (app)\n[1] Settings (app)\n[2] Camera (app)')"

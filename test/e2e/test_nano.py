@@ -171,7 +171,7 @@ class SparkNano(unittest.TestCase):
     def run_agent_turn(self, system, user, extra):
         result = subprocess.run(
             [os.path.join(BIN, "spark-run"), self.f32, "--system", system, "--tools",
-             os.path.join(SOURCE, "test", "text", "phone-tools.json"), "--prompt", user,
+             os.path.join(SOURCE, "models", "spark-nano", "agent-tools.json"), "--prompt", user,
              "--n-predict", "96"] + extra, capture_output=True, text=True, timeout=300)
         self.assertEqual(result.returncode, 0, result.stderr)
         calls = [line.split(" ", 4)[3:] for line in result.stderr.splitlines()
