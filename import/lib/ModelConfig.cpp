@@ -42,14 +42,17 @@ public:
                              field.str().c_str(), what.str().c_str());
   }
 
-  /// A required positive integer.
-  Error positive(StringRef field, int64_t &out) const {
+  /// A required positive integer, at most `max` (sizes are bounded so that
+  /// every tensor size and product of sizes fits 64 bits with room).
+  Error positive(StringRef field, int64_t &out, int64_t max) const {
     const json::Value *value = object.get(field);
     if (!value)
       return error(field, "is missing; expected a positive integer");
     std::optional<int64_t> n = value->getAsInteger();
     if (!n || *n <= 0)
       return error(field, "must be a positive integer");
+    if (*n > max)
+      return error(field, formatv("is {0}; accepted: 1 to {1}", *n, max));
     out = *n;
     return Error::success();
   }
@@ -158,22 +161,25 @@ Expected<ModelConfig> ModelConfig::parse(StringRef text, StringRef path) {
     return reader.error("model_type", "is \"" + *modelType +
                                           "\"; expected \"spark2_5\"");
 
+  // Accepted ranges: far beyond any real model, small enough that products
+  // of sizes (a tensor's elements, an arena) cannot overflow.
   struct {
     const char *name;
     int64_t *out;
-  } required[] = {{"hidden_size", &config.hiddenSize},
-                  {"intermediate_size", &config.intermediateSize},
-                  {"num_hidden_layers", &config.numLayers},
-                  {"num_attention_heads", &config.numHeads},
-                  {"num_key_value_heads", &config.numKVHeads},
-                  {"sliding_window", &config.slidingWindow},
-                  {"vocab_size", &config.vocabSize}};
+    int64_t max;
+  } required[] = {{"hidden_size", &config.hiddenSize, 1 << 16},
+                  {"intermediate_size", &config.intermediateSize, 1 << 18},
+                  {"num_hidden_layers", &config.numLayers, 1 << 10},
+                  {"num_attention_heads", &config.numHeads, 1 << 10},
+                  {"num_key_value_heads", &config.numKVHeads, 1 << 10},
+                  {"sliding_window", &config.slidingWindow, 1 << 24},
+                  {"vocab_size", &config.vocabSize, 1 << 24}};
   for (auto &field : required)
-    if (Error e = reader.positive(field.name, *field.out))
+    if (Error e = reader.positive(field.name, *field.out, field.max))
       return e;
 
   if (root->get("head_dim")) {
-    if (Error e = reader.positive("head_dim", config.headDim))
+    if (Error e = reader.positive("head_dim", config.headDim, 1 << 12))
       return e;
   } else {
     if (config.hiddenSize % config.numHeads != 0)
@@ -190,7 +196,7 @@ Expected<ModelConfig> ModelConfig::parse(StringRef text, StringRef path) {
   config.maxPositionEmbeddings = 0;
   if (root->get("max_position_embeddings"))
     if (Error e = reader.positive("max_position_embeddings",
-                                  config.maxPositionEmbeddings))
+                                  config.maxPositionEmbeddings, 1 << 24))
       return e;
   if (Error e = reader.optionalPositiveNumber("rms_norm_eps", config.rmsNormEps))
     return e;

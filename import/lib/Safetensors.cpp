@@ -123,9 +123,19 @@ std::string duplicateTopLevelKey(StringRef text) {
       if (depth != 1)
         continue;
       size_t next = text.find_first_not_of(" \t\r\n", i + 1);
-      if (next != StringRef::npos && text[next] == ':' &&
-          !seen.insert(text.slice(start, i)).second)
-        return text.slice(start, i).str();
+      if (next == StringRef::npos || text[next] != ':')
+        continue;
+      // Compare decoded names: "a\u0062" and "ab" are the same tensor.
+      std::string name = text.slice(start, i).str();
+      if (name.find('\\') != std::string::npos) {
+        Expected<json::Value> decoded = json::parse(text.slice(start - 1, i + 1));
+        if (decoded && decoded->getAsString())
+          name = decoded->getAsString()->str();
+        else
+          consumeError(decoded.takeError());
+      }
+      if (!seen.insert(name).second)
+        return name;
     }
   }
   return "";

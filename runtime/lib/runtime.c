@@ -184,11 +184,28 @@ spark_status spark_model_open(const spark_model_def *def,
   if (why)
     return fail(params, SPARK_ERROR_UNSUPPORTED_CPU, "%s", why);
 
-  int fd = open(pack_path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+  int fd = open(pack_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return fail(params, SPARK_ERROR_IO, "%s: %s", pack_path, strerror(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(spark_pack_header)) {
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return fail(params, SPARK_ERROR_IO, "%s: %s", pack_path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return fail(params, SPARK_ERROR_IO,
+                "%s: not a regular file (%s); expected the weight pack "
+                "(model.spkw)", pack_path,
+                S_ISDIR(st.st_mode)    ? "a directory"
+                : S_ISFIFO(st.st_mode) ? "a FIFO"
+                : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                : S_ISSOCK(st.st_mode) ? "a socket"
+                                       : "not a file");
+  }
+  if (st.st_size < (off_t)sizeof(spark_pack_header)) {
     close(fd);
     return fail(params, SPARK_ERROR_BAD_PACK,
                 "%s: too short for a weight pack header", pack_path);
@@ -224,10 +241,13 @@ spark_status spark_model_open(const spark_model_def *def,
   if (memcmp(h->magic, SPARK_PACK_MAGIC, 8) != 0)
     REJECT(SPARK_ERROR_BAD_PACK, "%s: not a spark weight pack (bad magic)",
            pack_path);
-  if (h->version != SPARK_PACK_VERSION ||
-      h->header_bytes != sizeof(spark_pack_header))
+  if (h->version != SPARK_PACK_VERSION)
     REJECT(SPARK_ERROR_BAD_PACK, "%s: pack format version %u, expected %u",
            pack_path, h->version, SPARK_PACK_VERSION);
+  if (h->header_bytes != sizeof(spark_pack_header))
+    REJECT(SPARK_ERROR_BAD_PACK, "%s: the header says it is %u bytes; format "
+           "version %u headers are %zu bytes", pack_path, h->header_bytes,
+           SPARK_PACK_VERSION, sizeof(spark_pack_header));
   if (h->file_bytes != bytes)
     REJECT(SPARK_ERROR_BAD_PACK, "%s: file is %zu bytes, header says %llu "
            "(truncated or appended to)", pack_path, bytes,
@@ -248,6 +268,13 @@ spark_status spark_model_open(const spark_model_def *def,
       (bytes - h->table_offset) / sizeof(spark_pack_entry) < h->tensor_count)
     REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor table does not fit the file",
            pack_path);
+  if (h->table_offset % 8 != 0)
+    REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor table at offset %llu is "
+           "misaligned (expected a multiple of 8)", pack_path,
+           (unsigned long long)h->table_offset);
+  if (h->table_offset < sizeof(spark_pack_header))
+    REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor table at offset %llu overlaps "
+           "the header", pack_path, (unsigned long long)h->table_offset);
   const spark_pack_entry *table =
       (const spark_pack_entry *)(base + h->table_offset);
   if (spark_checksum(table, h->tensor_count * sizeof(spark_pack_entry)) !=
@@ -263,11 +290,54 @@ spark_status spark_model_open(const spark_model_def *def,
       REJECT(SPARK_ERROR_PACK_MISMATCH, "%s: tensor %d is '%.96s', the library "
              "expects '%s' with %llu bytes", pack_path, i, e->name, t->name,
              (unsigned long long)t->bytes);
-    if (e->offset % SPARK_PACK_ALIGNMENT != 0 || e->offset > bytes ||
-        e->bytes > bytes - e->offset)
+    if (e->offset > bytes || e->bytes > bytes - e->offset)
       REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' lies outside the file",
              pack_path, t->name);
+    if (e->offset % SPARK_PACK_ALIGNMENT != 0)
+      REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' at offset %llu is "
+             "misaligned (expected a multiple of %u)", pack_path, t->name,
+             (unsigned long long)e->offset, SPARK_PACK_ALIGNMENT);
+    uint64_t table_end =
+        h->table_offset + h->tensor_count * sizeof(spark_pack_entry);
+    if (e->bytes && e->offset < table_end &&
+        e->offset + e->bytes > h->table_offset)
+      REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' overlaps the %s",
+             pack_path, t->name,
+             e->offset < sizeof(spark_pack_header) ? "header" : "tensor table");
+    if (e->bytes && e->offset < sizeof(spark_pack_header))
+      REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' overlaps the header",
+             pack_path, t->name);
     weights[i] = base + e->offset;
+  }
+  /* No two tensors share bytes (cheap: the table is ordered by offset as
+   * written; any other order is sorted first). */
+  {
+    int32_t n = def->num_tensors;
+    int32_t *order = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    if (!order)
+      REJECT(SPARK_ERROR_OUT_OF_MEMORY, "out of memory");
+    for (int32_t i = 0; i < n; ++i)
+      order[i] = i;
+    for (int32_t i = 1; i < n; ++i) { /* insertion sort: sorted already */
+      int32_t k = order[i], j = i - 1;
+      while (j >= 0 && table[order[j]].offset > table[k].offset) {
+        order[j + 1] = order[j];
+        --j;
+      }
+      order[j + 1] = k;
+    }
+    int32_t clash = -1;
+    for (int32_t i = 1; i < n && clash < 0; ++i) {
+      const spark_pack_entry *a = &table[order[i - 1]], *b = &table[order[i]];
+      if (a->bytes && b->bytes && a->offset + a->bytes > b->offset)
+        clash = i;
+    }
+    int32_t first = clash >= 0 ? order[clash - 1] : 0,
+            second = clash >= 0 ? order[clash] : 0;
+    free(order);
+    if (clash >= 0)
+      REJECT(SPARK_ERROR_BAD_PACK, "%s: tensors '%s' and '%s' overlap",
+             pack_path, def->tensors[first].name, def->tensors[second].name);
   }
   if (params->verify_checksums) {
     int32_t bad =
@@ -556,6 +626,10 @@ spark_status spark_sampler_create(const spark_sampler_params *params,
                                   spark_sampler **out_sampler) {
   if (!params || !out_sampler || vocab_size <= 0)
     return SPARK_ERROR_INVALID_ARGUMENT;
+  /* NaN compares false everywhere: it would silently mean "greedy". */
+  if (isnan(params->temperature) || isinf(params->temperature) ||
+      isnan(params->top_p) || !(params->top_p > 0.0f))
+    return SPARK_ERROR_INVALID_ARGUMENT;
   spark_sampler *s = calloc(1, sizeof(*s));
   if (!s)
     return SPARK_ERROR_OUT_OF_MEMORY;
@@ -613,10 +687,18 @@ spark_status spark_sampler_sample(spark_sampler *s, const float *logits,
                                   int32_t *out_token) {
   if (!s || !logits || !out_token)
     return SPARK_ERROR_INVALID_ARGUMENT;
-  int32_t best = 0;
-  for (int32_t i = 1; i < s->vocab; ++i)
-    if (logits[i] > logits[best])
+  /* -inf is a masked token (a grammar); NaN or +inf is a broken row, and a
+   * row with nothing left is an error too, never "token 0". */
+  int32_t best = -1;
+  for (int32_t i = 0; i < s->vocab; ++i) {
+    float x = logits[i];
+    if (isnan(x) || (isinf(x) && x > 0))
+      return SPARK_ERROR_INVALID_ARGUMENT;
+    if (x != -INFINITY && (best < 0 || x > logits[best]))
       best = i;
+  }
+  if (best < 0)
+    return SPARK_ERROR_INVALID_ARGUMENT;
   if (s->params.temperature <= 0.0f) {
     *out_token = best;
     return SPARK_OK;

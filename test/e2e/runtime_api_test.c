@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,48 @@ static long tensor_offset(const char *path, int i) {
     abort();
   fclose(f);
   return (long)e.offset;
+}
+
+/* Copies src to dst after edit(header, table) changed it, with the table's
+ * checksum recomputed, so that only the edited field is wrong. */
+static void patch_pack(const char *src, const char *dst,
+                       void (*edit)(spark_pack_header *, spark_pack_entry *)) {
+  long n = file_size(src);
+  unsigned char *data = malloc((size_t)n);
+  FILE *f = fopen(src, "rb");
+  if (fread(data, 1, (size_t)n, f) != (size_t)n)
+    abort();
+  fclose(f);
+  spark_pack_header *h = (spark_pack_header *)data;
+  spark_pack_entry *table = (spark_pack_entry *)(data + h->table_offset);
+  uint64_t count = h->tensor_count;
+  edit(h, table);
+  table = (spark_pack_entry *)(data + h->table_offset);
+  if (h->table_offset + count * sizeof(spark_pack_entry) <= (uint64_t)n)
+    h->table_checksum = spark_checksum(table, count * sizeof(spark_pack_entry));
+  f = fopen(dst, "wb");
+  fwrite(data, 1, (size_t)n, f);
+  fclose(f);
+  free(data);
+}
+static void edit_header_bytes(spark_pack_header *h, spark_pack_entry *t) {
+  (void)t;
+  h->header_bytes += 8;
+}
+static void edit_misaligned(spark_pack_header *h, spark_pack_entry *t) {
+  (void)h;
+  t[1].offset += 64;
+}
+static void edit_overlap(spark_pack_header *h, spark_pack_entry *t) {
+  (void)h;
+  t[1].offset = t[0].offset;
+}
+static void edit_table_misaligned(spark_pack_header *h, spark_pack_entry *t) {
+  (void)t;
+  h->table_offset += 4;
+}
+static void edit_into_table(spark_pack_header *h, spark_pack_entry *t) {
+  t[0].offset = h->table_offset / SPARK_PACK_ALIGNMENT * SPARK_PACK_ALIGNMENT;
 }
 
 static spark_status open_pack(const char *path, int verify, spark_model **m,
@@ -144,6 +187,41 @@ int main(int argc, char **argv) {
   copy_file(pack, path, 0, -1);
   CHECK_STATUS(open_pack(path, 1, &model, message, sizeof message),
                SPARK_ERROR_BAD_PACK);
+  /* Not a regular file: refused at once, a FIFO included (no hang). */
+  snprintf(path, sizeof path, "%s/fifo.spkw", scratch);
+  CHECK(mkfifo(path, 0600) == 0);
+  CHECK_STATUS(open_pack(path, 1, &model, message, sizeof message),
+               SPARK_ERROR_IO);
+  CHECK(strstr(message, "not a regular file (a FIFO)") != NULL);
+  CHECK_STATUS(open_pack(scratch, 1, &model, message, sizeof message),
+               SPARK_ERROR_IO);
+  CHECK(strstr(message, "not a regular file (a directory)") != NULL);
+
+  /* Each damaged field is named, also without checksum verification. */
+  struct {
+    void (*edit)(spark_pack_header *, spark_pack_entry *);
+    const char *expected;
+  } damage[] = {
+      {edit_header_bytes, "the header says it is"},
+      {edit_misaligned, "is misaligned (expected a multiple of 4096)"},
+      {edit_overlap, "overlap"},
+      {edit_table_misaligned, "tensor table at offset"},
+      {edit_into_table, "overlaps the"},
+  };
+  for (size_t k = 0; k < sizeof damage / sizeof damage[0]; ++k) {
+    snprintf(path, sizeof path, "%s/damaged-%zu.spkw", scratch, k);
+    patch_pack(pack, path, damage[k].edit);
+    message[0] = 0;
+    CHECK_STATUS(open_pack(path, 0, &model, message, sizeof message),
+                 SPARK_ERROR_BAD_PACK);
+    if (!strstr(message, damage[k].expected)) {
+      fprintf(stderr, "damage %zu: '%s' lacks '%s'\n", k, message,
+              damage[k].expected);
+      ++failures;
+    }
+    CHECK(model == NULL);
+  }
+
   CHECK_STATUS(open_pack(other, 1, &model, message, sizeof message),
                SPARK_ERROR_PACK_MISMATCH);
   CHECK(model == NULL);
@@ -277,6 +355,43 @@ int main(int argc, char **argv) {
     distinct += run1[i] != run1[0];
   }
   CHECK(distinct > 0); /* temperature 1.5 over a varied distribution */
+
+  /* Broken inputs are errors, masked (-inf) logits are not. */
+  {
+    spark_sampler_params bad = spark_sampler_params_default();
+    spark_sampler *sampler = NULL;
+    bad.temperature = NAN;
+    CHECK_STATUS(spark_sampler_create(&bad, V, &sampler), SPARK_ERROR_INVALID_ARGUMENT);
+    bad = spark_sampler_params_default();
+    bad.top_p = NAN;
+    CHECK_STATUS(spark_sampler_create(&bad, V, &sampler), SPARK_ERROR_INVALID_ARGUMENT);
+    bad = spark_sampler_params_default();
+    bad.temperature = INFINITY;
+    CHECK_STATUS(spark_sampler_create(&bad, V, &sampler), SPARK_ERROR_INVALID_ARGUMENT);
+    CHECK(sampler == NULL);
+    float *row = malloc(sizeof(float) * (size_t)V);
+    for (int temperature = 0; temperature < 2; ++temperature) {
+      spark_sampler_params p = spark_sampler_params_default();
+      p.temperature = temperature ? 0.8f : 0.0f;
+      CHECK_STATUS(spark_sampler_create(&p, V, &sampler), SPARK_OK);
+      for (int i = 0; i < V; ++i)
+        row[i] = -INFINITY;
+      CHECK_STATUS(spark_sampler_sample(sampler, row, &token),
+                   SPARK_ERROR_INVALID_ARGUMENT); /* all masked */
+      row[V - 1] = 0.5f;
+      token = -1;
+      CHECK_STATUS(spark_sampler_sample(sampler, row, &token), SPARK_OK);
+      CHECK(token == V - 1); /* the one token the mask leaves */
+      row[3] = NAN;
+      CHECK_STATUS(spark_sampler_sample(sampler, row, &token),
+                   SPARK_ERROR_INVALID_ARGUMENT);
+      row[3] = INFINITY;
+      CHECK_STATUS(spark_sampler_sample(sampler, row, &token),
+                   SPARK_ERROR_INVALID_ARGUMENT);
+      spark_sampler_destroy(sampler);
+    }
+    free(row);
+  }
 
   spark_session_destroy(s);
   spark_model_close(model);

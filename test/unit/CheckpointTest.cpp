@@ -311,6 +311,19 @@ TEST_F(CheckpointTest, RejectsTensorDuplicatedInOneHeader) {
       << error;
 }
 
+TEST_F(CheckpointTest, RejectsDuplicateSpelledWithAnEscape) {
+  // "a\u0062" is "ab": one tensor named twice, whatever the spelling.
+  std::string dir = generate("ckpt");
+  writeRaw(path("ckpt", "model.safetensors"),
+           R"({"ab": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+           R"( "a\u0062": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+           std::string(8, '\0'));
+  std::string error = openError(dir);
+  EXPECT_NE(error.find("model.safetensors: tensor 'ab' is duplicated in the header"),
+            std::string::npos)
+      << error;
+}
+
 TEST_F(CheckpointTest, RejectsTensorListedInIndexButMissingFromShard) {
   std::string dir = generate("ckpt", [](GeneratorOptions &o) { o.shards = 2; });
   std::string second = path("ckpt", "model-00002-of-00002.safetensors");

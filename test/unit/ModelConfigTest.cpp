@@ -60,6 +60,24 @@ TEST(ModelConfig, RejectsNonPositiveSizes) {
             "cfg.json: field 'sliding_window' must be a positive integer");
 }
 
+TEST(ModelConfig, RejectsSizesBeyondTheirRange) {
+  // Hostile sizes: a huge layer count without layer_types must not allocate,
+  // a huge head_dim must not overflow products of sizes.
+  json::Object c = base();
+  c.erase("layer_types");
+  c["num_hidden_layers"] = int64_t(1) << 40;
+  EXPECT_EQ(errorOf(c), "cfg.json: field 'num_hidden_layers' is 1099511627776; "
+                        "accepted: 1 to 1024");
+  c = base();
+  c["head_dim"] = int64_t(1) << 62;
+  EXPECT_EQ(errorOf(c), "cfg.json: field 'head_dim' is 4611686018427387904; "
+                        "accepted: 1 to 4096");
+  c = base();
+  c["vocab_size"] = int64_t(1) << 25;
+  EXPECT_NE(errorOf(c).find("'vocab_size' is 33554432; accepted: 1 to 16777216"),
+            std::string::npos);
+}
+
 TEST(ModelConfig, RejectsLayerTypesOfWrongLength) {
   json::Object c = base();
   c["layer_types"] = json::Array{"full_attention"};

@@ -304,9 +304,11 @@ TEST(ToolGrammar, RandomLogitsAlwaysGiveAWellFormedCall) {
       std::string k = kinds(ev);
       ASSERT_EQ(k.back(), 'K') << text;
       EXPECT_EQ(k.find('R'), std::string::npos) << "a recovery on grammar output: " << text;
-      for (auto &e : ev)
-        if (e.kind == ToolEvent::Content)
+      for (auto &e : ev) {
+        if (e.kind == ToolEvent::Content) {
           EXPECT_EQ(e.text.find_first_not_of(" \n"), std::string::npos) << text;
+        }
+      }
       const ToolCall &call = ev.back().call;
       auto spec = std::find_if(tools.begin(), tools.end(),
                                [&](const ToolSpec &s) { return s.name == call.name; });
@@ -314,19 +316,22 @@ TEST(ToolGrammar, RandomLogitsAlwaysGiveAWellFormedCall) {
       for (auto &p : spec->params) {
         auto arg = std::find_if(call.arguments.begin(), call.arguments.end(),
                                 [&](auto &a) { return a.first == p.name; });
-        if (p.required)
+        if (p.required) {
           EXPECT_NE(arg, call.arguments.end()) << p.name << " missing in " << text;
+        }
         if (arg == call.arguments.end())
           continue;
         const std::string &v = arg->second;
-        if (!p.enumValues.empty())
-          EXPECT_NE(std::find(p.enumValues.begin(), p.enumValues.end(), v), p.enumValues.end()) << v;
-        else if (p.type == ToolParam::Integer)
+        if (!p.enumValues.empty()) {
+          EXPECT_NE(std::find(p.enumValues.begin(), p.enumValues.end(), v), p.enumValues.end())
+              << v;
+        } else if (p.type == ToolParam::Integer) {
           EXPECT_TRUE(!v.empty() && v.find_first_not_of("-0123456789") == std::string::npos) << v;
-        else if (p.type == ToolParam::Boolean)
+        } else if (p.type == ToolParam::Boolean) {
           EXPECT_TRUE(v == "true" || v == "false") << v;
-        else if (p.type == ToolParam::Number)
+        } else if (p.type == ToolParam::Number) {
           EXPECT_TRUE(!v.empty() && v.find_first_not_of("-.0123456789") == std::string::npos) << v;
+        }
       }
     }
   }

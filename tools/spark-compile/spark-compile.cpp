@@ -359,6 +359,21 @@ mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module,
   return pm->run(module);
 }
 
+struct JSONFile {
+  std::string text;
+  json::Value value = nullptr;
+};
+Expected<JSONFile> readJSONFile(StringRef path) {
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
+  if (!buffer)
+    return createStringError(path + ": " + buffer.getError().message());
+  Expected<json::Value> value = json::parse((*buffer)->getBuffer());
+  if (!value)
+    return createStringError(path +
+                             ": not JSON: " + toString(value.takeError()));
+  return JSONFile{(*buffer)->getBuffer().str(), std::move(*value)};
+}
+
 /// An output folder built beside its final place (OUT.partial-XXXXXX) and
 /// renamed into place when complete: an error leaves nothing, and an earlier
 /// build is replaced only by a complete one. An existing OUT that is not an
@@ -380,6 +395,18 @@ public:
       if (!sys::fs::is_directory(out) || !sys::fs::exists(manifest))
         return fail(outputPath + " exists and is not a spark-compile output "
                                  "folder (no manifest.json); refusing to "
+                                 "replace it");
+      // A manifest.json of some other program does not make a build.
+      Expected<JSONFile> file = readJSONFile(manifest);
+      const json::Object *object = file ? file->value.getAsObject() : nullptr;
+      std::optional<StringRef> format =
+          object ? object->getString("format") : std::nullopt;
+      if (!file)
+        consumeError(file.takeError());
+      if (!format || !format->starts_with("spark-compile "))
+        return fail(outputPath + " exists and its manifest.json is not a "
+                                 "spark-compile manifest (no \"format\": "
+                                 "\"spark-compile ...\"); refusing to "
                                  "replace it");
     }
     SmallString<256> model(out);
@@ -404,11 +431,19 @@ public:
   int commit() {
     std::string previous;
     if (sys::fs::exists(out)) {
-      previous = std::string(out) + ".old";
-      sys::fs::remove_directories(previous);
-      if (std::error_code ec = sys::fs::rename(out, previous))
+      // A name of our own (an empty folder created here, which rename
+      // replaces): never a folder of the user's, such as OUT.old.
+      SmallString<256> model(out), created;
+      model += ".previous-%%%%%%";
+      if (std::error_code ec = sys::fs::createUniqueDirectory(model, created))
+        return fail(outputPath + ": cannot create a folder beside it: " +
+                    ec.message());
+      previous = std::string(created);
+      if (std::error_code ec = sys::fs::rename(out, previous)) {
+        sys::fs::remove(previous);
         return fail(outputPath +
                     ": cannot move the previous build aside: " + ec.message());
+      }
     }
     if (std::error_code ec = sys::fs::rename(staging.path, out)) {
       if (!previous.empty())
@@ -456,21 +491,6 @@ std::string commandLineOf(int argc, char **argv) {
 constexpr const char *kCalibrationFormat = "spark-compile calibration 1";
 
 /// The text of a JSON file and its value; an error names the file.
-struct JSONFile {
-  std::string text;
-  json::Value value = nullptr;
-};
-Expected<JSONFile> readJSONFile(StringRef path) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
-  if (!buffer)
-    return createStringError(path + ": " + buffer.getError().message());
-  Expected<json::Value> value = json::parse((*buffer)->getBuffer());
-  if (!value)
-    return createStringError(path +
-                             ": not JSON: " + toString(value.takeError()));
-  return JSONFile{(*buffer)->getBuffer().str(), std::move(*value)};
-}
-
 /// Reads an OUT/calibration.json (--calib-ranges).
 Expected<Calibration> readCalibration(StringRef path) {
   auto fileError = [&](const Twine &what) {
@@ -752,6 +772,7 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
     if (int rc = writeFile(folder.file(name), text))
       return rc;
   json::Object manifest{
+      {"format", "spark-compile bundle manifest 1"},
       {"target", "s25"},
       {"device", "Snapdragon 8 Elite (Oryon CPU cores + Hexagon DSP with HVX)"},
       {"parts",
@@ -787,9 +808,16 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
 /// then spark-fidelity OUT --reference REF --calib FILE, which prints the
 /// table and writes OUT/fidelity.json.
 int reportFidelityOf(const char *argv0) {
+  // The reference build goes in a folder of our own beside OUT.
+  TemporaryFolder scratch;
+  SmallString<256> model(outputPath), created;
+  model += ".fidelity-%%%%%%";
+  if (std::error_code ec = sys::fs::createUniqueDirectory(model, created))
+    return fail(outputPath + ": cannot create a folder beside it: " +
+                ec.message());
+  scratch.path = std::string(created);
   TemporaryFolder reference;
-  reference.path = outputPath + ".fidelity-reference";
-  sys::fs::remove_directories(reference.path);
+  reference.path = scratch.path + "/fp32";
   if (!quiet)
     errs() << "fidelity: compiling the fp32 reference build\n";
   if (Error e = compileFp32Build(argv0, reference.path, target,

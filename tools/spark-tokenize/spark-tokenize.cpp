@@ -1,6 +1,7 @@
 //===- spark-tokenize.cpp - text to token ids and back --------------------===//
 //
-// spark-tokenize DIR [--add-special]            text on stdin -> ids on stdout
+// spark-tokenize DIR [--add-special] [FILE...]  text on stdin (or each FILE)
+//                                                -> ids on stdout, a line each
 // spark-tokenize DIR --decode [--skip-special]  ids on stdin -> text on stdout
 // spark-tokenize DIR --bench N                  encode stdin N times, report speed
 // spark-tokenize DIR --chat VARS.json [--template FILE] [--ids]
@@ -35,13 +36,14 @@ using namespace spark::text;
 namespace {
 
 const char *kUsage =
-    "usage: spark-tokenize DIR [--add-special]\n"
+    "usage: spark-tokenize DIR [--add-special] [FILE...]\n"
     "       spark-tokenize DIR --decode [--skip-special]\n"
     "       spark-tokenize DIR --bench N\n"
     "       spark-tokenize DIR --chat VARS.json [--template FILE] [--ids]\n"
     "       spark-tokenize DIR --bench-grammar TOOLS.json [--bench N]\n"
     "DIR: a folder holding tokenizer.json (a checkpoint), or the file itself.\n"
-    "Encodes UTF-8 text read from stdin and prints the ids on one line;\n"
+    "Encodes UTF-8 text read from stdin (or each FILE) and prints the ids\n"
+    "on one line (a line per FILE);\n"
     "--decode reads ids and writes the text. --add-special adds the tokens\n"
     "of the file's post-processor (BOS...); --skip-special drops special\n"
     "tokens when decoding; --bench N encodes stdin N times and reports the\n"
@@ -167,11 +169,26 @@ int benchGrammar(const std::string &dir, const std::string &toolsFile, long runs
   return 0;
 }
 
+int benchEncode(const Tokenizer &tokenizer, const std::string &text, bool addSpecial,
+                long repeats) {
+  size_t tokens = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (long r = 0; r < repeats; ++r)
+    tokens += tokenizer.encode(text, addSpecial).size();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr,
+               "spark-tokenize: encoded %zu bytes x %ld in %.3f s: %.2f MB/s, "
+               "%.0f tokens/s\n",
+               text.size(), repeats, s, text.size() * repeats / s / 1e6, tokens / s);
+  return 0;
+}
+
 int run(int argc, char **argv) {
   std::string dir;
   bool addSpecial = false, decode = false, skipSpecial = false;
   long bench = 0;
   std::string chatVars, templateFile, grammarTools;
+  std::vector<std::string> files;
   bool chatIds = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -209,7 +226,7 @@ int run(int argc, char **argv) {
     } else if (dir.empty()) {
       dir = a;
     } else {
-      return fail("one tokenizer folder expected, got '" + dir + "' and '" + a + "'");
+      files.push_back(a);
     }
   }
   if (dir.empty()) {
@@ -227,6 +244,9 @@ int run(int argc, char **argv) {
     return benchGrammar(dir, grammarTools, bench ? bench : 20);
   if (!templateFile.empty() || chatIds)
     return fail("--template and --ids apply to --chat only");
+  if (!files.empty() && (decode || bench))
+    return fail("input files apply to encoding only (--decode and --bench read stdin); got '" +
+                files[0] + "'");
 
   std::unique_ptr<Tokenizer> tokenizer;
   try {
@@ -234,7 +254,7 @@ int run(int argc, char **argv) {
   } catch (const TextError &e) {
     return fail(e.what());
   }
-  std::string input = readStdin();
+  std::string input = files.empty() ? readStdin() : std::string();
 
   if (decode) {
     std::vector<int32_t> ids;
@@ -264,40 +284,40 @@ int run(int argc, char **argv) {
     return std::fflush(stdout) == 0 ? 0 : fail("stdout: write failed");
   }
 
-  std::string repaired;
-  size_t firstBad = 0;
-  if (size_t bad = sanitizeUtf8(input, repaired, &firstBad))
-    std::fprintf(stderr,
-                 "spark-tokenize: warning: stdin: %zu invalid UTF-8 sequence(s), the "
-                 "first at byte %zu, encoded as U+FFFD\n",
-                 bad, firstBad);
-
-  if (bench) {
-    size_t tokens = 0;
-    auto start = std::chrono::steady_clock::now();
-    for (long r = 0; r < bench; ++r)
-      tokens += tokenizer->encode(repaired, addSpecial).size();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr,
-                 "spark-tokenize: encoded %zu bytes x %ld in %.3f s: %.2f MB/s, "
-                 "%.0f tokens/s\n",
-                 repaired.size(), bench, s, repaired.size() * bench / s / 1e6,
-                 tokens / s);
-    return 0;
+  // Encoding: stdin, or each FILE with its ids on a line of their own.
+  std::vector<std::pair<std::string, std::string>> inputs; // name, text
+  if (files.empty()) {
+    inputs.emplace_back("stdin", std::move(input));
+  } else {
+    for (auto &f : files) {
+      std::string text;
+      if (!readFile(f, text))
+        return fail(f + ": cannot open: " + std::strerror(errno));
+      inputs.emplace_back(f, std::move(text));
+    }
   }
-
-  std::vector<int32_t> ids = tokenizer->encode(repaired, addSpecial);
-  std::string line;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i)
-      line += ' ';
-    line += std::to_string(ids[i]);
+  std::string out;
+  for (auto &[name, text] : inputs) {
+    std::string repaired;
+    size_t firstBad = 0;
+    if (size_t bad = sanitizeUtf8(text, repaired, &firstBad))
+      std::fprintf(stderr,
+                   "spark-tokenize: warning: %s: %zu invalid UTF-8 sequence(s), the "
+                   "first at byte %zu, encoded as U+FFFD\n",
+                   name.c_str(), bad, firstBad);
+    if (bench)
+      return benchEncode(*tokenizer, repaired, addSpecial, bench);
+    std::vector<int32_t> ids = tokenizer->encode(repaired, addSpecial);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i)
+        out += ' ';
+      out += std::to_string(ids[i]);
+    }
+    out += '\n';
   }
-  line += '\n';
-  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : fail("stdout: write failed");
 }
-
 } // namespace
 
 int main(int argc, char **argv) {

@@ -161,7 +161,10 @@ spark_status spark_sampler_create(const spark_sampler_params *params,
                                   int32_t vocab_size,
                                   spark_sampler **out_sampler);
 void spark_sampler_destroy(spark_sampler *sampler);
-/* Picks a token from logits [vocab]. */
+/* Picks a token from logits [vocab]. -INFINITY marks a token that must not
+ * be picked (a grammar's mask); a NaN or +INFINITY logit, or a row with
+ * every token masked, is SPARK_ERROR_INVALID_ARGUMENT. spark_sampler_create
+ * refuses a NaN or infinite temperature and a top_p that is NaN or <= 0. */
 spark_status spark_sampler_sample(spark_sampler *sampler, const float *logits,
                                   int32_t *out_token);
 

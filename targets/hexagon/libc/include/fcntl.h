@@ -6,6 +6,7 @@
 #define O_RDWR 2
 #define O_CREAT 0100
 #define O_TRUNC 01000
+#define O_NONBLOCK 04000
 #define O_CLOEXEC 02000000
 int open(const char *path, int flags, ...);
 #endif
