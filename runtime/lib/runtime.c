@@ -65,6 +65,8 @@ const char *spark_status_string(spark_status status) {
   case SPARK_ERROR_OUT_OF_MEMORY: return "out of memory";
   case SPARK_ERROR_KERNEL: return "a kernel failed";
   case SPARK_ERROR_NO_LOGITS: return "no token evaluated yet";
+  case SPARK_ERROR_BAD_SNAPSHOT:
+    return "not a snapshot of this build's sessions, or damaged";
   }
   return "unknown status";
 }
@@ -493,13 +495,27 @@ spark_status spark_session_cache(spark_session *session, int32_t index,
   return SPARK_OK;
 }
 
-/* Snapshot layout: position, has_logits, last-token logits, then caches. */
+/* A snapshot: this header, then the last logits and every cache. The
+ * hashes tie it to one build; the checksum covers everything after the
+ * header. */
+typedef struct snapshot_header {
+  char magic[8]; /* "SPKWSNAP" */
+  uint32_t version;
+  int32_t position;
+  int32_t has_logits;
+  uint32_t reserved;
+  uint64_t abi_hash, config_hash;
+  uint64_t payload_bytes, payload_checksum;
+} snapshot_header;
+#define SNAPSHOT_MAGIC "SPKWSNAP"
+#define SNAPSHOT_VERSION 1u
+
 spark_status spark_session_snapshot_bytes(const spark_session *session,
                                           size_t *out_bytes) {
   if (!session || !out_bytes)
     return SPARK_ERROR_INVALID_ARGUMENT;
   const spark_model_def *d = session->model->def;
-  size_t total = 2 * sizeof(int32_t) + (size_t)d->vocab_size * sizeof(float);
+  size_t total = sizeof(snapshot_header) + (size_t)d->vocab_size * sizeof(float);
   for (int32_t i = 0; i < d->num_caches; ++i) {
     size_t bytes;
     spark_cache_bytes(session->model, i, &bytes);
@@ -516,10 +532,7 @@ spark_status spark_session_snapshot(const spark_session *session, void *buffer,
       buffer_bytes < needed)
     return SPARK_ERROR_INVALID_ARGUMENT;
   const spark_model_def *d = session->model->def;
-  unsigned char *p = buffer;
-  memcpy(p, &session->position, sizeof(int32_t));
-  memcpy(p + 4, &session->has_logits, sizeof(int32_t));
-  p += 8;
+  unsigned char *p = (unsigned char *)buffer + sizeof(snapshot_header);
   size_t logits_bytes = (size_t)d->vocab_size * sizeof(float);
   memcpy(p, session->logits + (size_t)session->last_row * d->vocab_size,
          logits_bytes);
@@ -530,6 +543,18 @@ spark_status spark_session_snapshot(const spark_session *session, void *buffer,
     memcpy(p, session->caches[i], bytes);
     p += bytes;
   }
+  snapshot_header h;
+  memset(&h, 0, sizeof(h));
+  memcpy(h.magic, SNAPSHOT_MAGIC, 8);
+  h.version = SNAPSHOT_VERSION;
+  h.position = session->position;
+  h.has_logits = session->has_logits;
+  h.abi_hash = d->abi_hash;
+  h.config_hash = d->config_hash;
+  h.payload_bytes = needed - sizeof(snapshot_header);
+  h.payload_checksum = spark_checksum((unsigned char *)buffer + sizeof(h),
+                                      (size_t)h.payload_bytes);
+  memcpy(buffer, &h, sizeof(h));
   return SPARK_OK;
 }
 
@@ -540,16 +565,22 @@ spark_status spark_session_restore(spark_session *session, const void *buffer,
       buffer_bytes != needed)
     return SPARK_ERROR_INVALID_ARGUMENT;
   const spark_model_def *d = session->model->def;
-  const unsigned char *p = buffer;
-  int32_t position, has_logits;
-  memcpy(&position, p, 4);
-  memcpy(&has_logits, p + 4, 4);
-  if (position < 0 || position > d->max_context)
-    return SPARK_ERROR_INVALID_ARGUMENT;
-  session->position = position;
-  session->has_logits = has_logits;
+  snapshot_header h;
+  memcpy(&h, buffer, sizeof(h));
+  if (memcmp(h.magic, SNAPSHOT_MAGIC, 8) != 0 || h.version != SNAPSHOT_VERSION)
+    return SPARK_ERROR_BAD_SNAPSHOT;
+  if (h.abi_hash != d->abi_hash || h.config_hash != d->config_hash)
+    return SPARK_ERROR_PACK_MISMATCH;
+  if (h.payload_bytes != needed - sizeof(h) || h.position < 0 ||
+      h.position > d->max_context ||
+      spark_checksum((const unsigned char *)buffer + sizeof(h),
+                     (size_t)h.payload_bytes) != h.payload_checksum)
+    return SPARK_ERROR_BAD_SNAPSHOT;
+  /* Verified: only now is the session changed. */
+  const unsigned char *p = (const unsigned char *)buffer + sizeof(h);
+  session->position = h.position;
+  session->has_logits = h.has_logits != 0;
   session->last_row = 0;
-  p += 8;
   size_t logits_bytes = (size_t)d->vocab_size * sizeof(float);
   memcpy(session->logits, p, logits_bytes);
   p += logits_bytes;

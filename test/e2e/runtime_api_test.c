@@ -280,6 +280,27 @@ int main(int argc, char **argv) {
   CHECK(max_abs_diff(logits, after, V) == 0.0f);
   CHECK_STATUS(spark_session_restore(s, snap, snap_bytes - 1),
                SPARK_ERROR_INVALID_ARGUMENT);
+  /* A damaged snapshot, or one of another build (its hashes), is refused
+   * and leaves the session as it was. */
+  {
+    unsigned char *bad = malloc(snap_bytes);
+    memcpy(bad, snap, snap_bytes);
+    bad[snap_bytes / 2] ^= 0x10;
+    CHECK_STATUS(spark_session_decode(s, 5), SPARK_OK);
+    int32_t here = spark_session_position(s);
+    CHECK_STATUS(spark_session_restore(s, bad, snap_bytes), SPARK_ERROR_BAD_SNAPSHOT);
+    CHECK(spark_session_position(s) == here);
+    memcpy(bad, snap, snap_bytes);
+    bad[24] ^= 1; /* the ABI hash */
+    CHECK_STATUS(spark_session_restore(s, bad, snap_bytes), SPARK_ERROR_PACK_MISMATCH);
+    memcpy(bad, snap, snap_bytes);
+    bad[0] = 'X'; /* the magic */
+    CHECK_STATUS(spark_session_restore(s, bad, snap_bytes), SPARK_ERROR_BAD_SNAPSHOT);
+    CHECK(spark_session_position(s) == here);
+    CHECK_STATUS(spark_session_restore(s, snap, snap_bytes), SPARK_OK);
+    CHECK(spark_session_position(s) == 20);
+    free(bad);
+  }
 
   /* Reset forgets everything: the prompt gives the same logits again. */
   CHECK_STATUS(spark_session_reset(s), SPARK_OK);

@@ -37,6 +37,7 @@ typedef enum spark_status {
   SPARK_ERROR_OUT_OF_MEMORY = 8,
   SPARK_ERROR_KERNEL = 9,       /* a kernel reported an error */
   SPARK_ERROR_NO_LOGITS = 10,   /* nothing evaluated yet */
+  SPARK_ERROR_BAD_SNAPSHOT = 11, /* damaged, or not a session snapshot */
 } spark_status;
 
 /* A static English description of a status. */
@@ -126,7 +127,12 @@ int32_t spark_session_position(const spark_session *session);
 spark_status spark_session_cache(spark_session *session, int32_t index,
                                  void **out_data);
 
-/* Snapshot / restore the whole session state (position + caches). */
+/* Snapshot / restore the whole session state (position, last logits,
+ * caches). A snapshot carries a magic, the build's ABI and config hashes and
+ * a checksum: restore refuses one of another build
+ * (SPARK_ERROR_PACK_MISMATCH), a damaged one (SPARK_ERROR_BAD_SNAPSHOT) or
+ * one of the wrong size (SPARK_ERROR_INVALID_ARGUMENT), and then leaves the
+ * session as it was. */
 spark_status spark_session_snapshot_bytes(const spark_session *session,
                                           size_t *out_bytes);
 spark_status spark_session_snapshot(const spark_session *session, void *buffer,
@@ -137,7 +143,10 @@ spark_status spark_session_restore(spark_session *session, const void *buffer,
 /* Evaluates n tokens after the current position in chunks of at most
  * chunk tokens (0: the model's max_chunk). When logits is non-NULL it
  * receives [n][vocab] floats, one row per token; otherwise only the last
- * token's logits are computed. */
+ * token's logits are computed. Arguments are checked before anything runs
+ * (a bad token or a full context changes nothing). If a kernel fails in a
+ * later chunk, the chunks before it stay evaluated: spark_session_position
+ * says how far it got (snapshot first to be able to roll back). */
 spark_status spark_session_eval(spark_session *session, const int32_t *tokens,
                                 int32_t n, int32_t chunk, float *logits);
 /* Evaluates one token (a decode step). */
