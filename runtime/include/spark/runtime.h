@@ -53,7 +53,9 @@ typedef struct spark_open_params {
    * num_threads threads, or one per core when it is 0). Default 1. */
   int verify_checksums;
   /* Kernel worker threads; 0 keeps the current setting (default: one per
-   * core). Process-wide. */
+   * core). Process-wide for the model's library: opening another model of
+   * the same library with a different count changes it for both (models of
+   * different libraries keep their own). Open with 0 to leave it alone. */
   int num_threads;
   /* Optional buffer that receives a message naming what failed. */
   char *error_message;
@@ -89,7 +91,10 @@ spark_status spark_model_get_info(const spark_model *model,
 
 /* Calls probe(user, layer, ...) after every decoder layer of every step the
  * model's library runs, in this process (NULL removes it): a diagnostic hook
- * (spark-fidelity compares layer outputs of two builds with it). */
+ * (spark-fidelity compares layer outputs of two builds with it). The hook is
+ * one process-wide slot of the model's library, not synchronized: set or
+ * remove it only while no session of that library steps on another
+ * thread. */
 spark_status spark_model_set_layer_probe(spark_model *model,
                                          spark_layer_probe probe, void *user);
 
