@@ -54,8 +54,8 @@ typedef struct spark_open_params {
   int verify_checksums;
   /* Kernel worker threads; 0 keeps the current setting (default: one per
    * core). Process-wide for the model's library: opening another model of
-   * the same library with a different count changes it for both (models of
-   * different libraries keep their own). Open with 0 to leave it alone. */
+   * the same library with a different count changes it for both. Open with
+   * 0 to leave it alone. */
   int num_threads;
   /* Optional buffer that receives a message naming what failed. */
   char *error_message;
