@@ -933,6 +933,161 @@ struct PairHash {
 } // namespace
 
 //===----------------------------------------------------------------------===//
+// Reading: model.vocab and model.merges (most of a tokenizer.json's bytes)
+// go straight into vectors; the rest becomes a DOM.
+//===----------------------------------------------------------------------===//
+
+struct MergeItem {
+  std::string a, b;
+  bool line = false; // "a b" in `a`
+  bool bad = false;
+};
+
+struct BigParts {
+  bool haveVocab = false, haveMerges = false;
+  std::vector<std::pair<std::string, int64_t>> vocab;
+  std::string badVocabToken;
+  bool badVocab = false;
+  std::vector<MergeItem> merges;
+};
+
+class TokenizerSax {
+public:
+  TokenizerSax(json &root, BigParts &big) : dom(root, true), big(big) {}
+
+  bool null() { return capture ? scalar(false) : dom.null(); }
+  bool boolean(bool v) { return capture ? scalar(false) : dom.boolean(v); }
+  bool number_integer(json::number_integer_t v) {
+    return capture ? integer(v) : dom.number_integer(v);
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    return capture ? integer(v > uint64_t(INT64_MAX) ? -1 : int64_t(v))
+                   : dom.number_unsigned(v);
+  }
+  bool number_float(json::number_float_t v, const std::string &s) {
+    return capture ? scalar(false) : dom.number_float(v, s);
+  }
+  bool string(std::string &v) {
+    if (!capture)
+      return dom.string(v);
+    if (capture == Merges && nested == 0) {
+      MergeItem m;
+      m.a = std::move(v);
+      m.line = true;
+      big.merges.push_back(std::move(m));
+    } else if (capture == Merges && nested == 1) {
+      (inner++ == 0 ? current.a : current.b) = std::move(v);
+    } else {
+      scalar(false);
+    }
+    return true;
+  }
+  bool binary(json::binary_t &v) { return capture ? scalar(false) : dom.binary(v); }
+  bool start_object(std::size_t n) {
+    if (capture)
+      return enter(false);
+    if (stack.size() == 2 && stack[0] == "model" && stack[1] == "vocab") {
+      capture = Vocab;
+      big.haveVocab = true;
+      return true;
+    }
+    stack.push_back("");
+    return dom.start_object(n);
+  }
+  bool key(std::string &k) {
+    if (capture) {
+      pendingKey = k;
+      return true;
+    }
+    stack.back() = k;
+    return dom.key(k);
+  }
+  bool end_object() {
+    if (capture)
+      return leave();
+    stack.pop_back();
+    return dom.end_object();
+  }
+  bool start_array(std::size_t n) {
+    if (capture)
+      return enter(true);
+    if (stack.size() == 2 && stack[0] == "model" && stack[1] == "merges") {
+      capture = Merges;
+      big.haveMerges = true;
+      return true;
+    }
+    stack.push_back("");
+    return dom.start_array(n);
+  }
+  bool end_array() {
+    if (capture)
+      return leave();
+    stack.pop_back();
+    return dom.end_array();
+  }
+  bool parse_error(std::size_t pos, const std::string &token,
+                   const nlohmann::detail::exception &e) {
+    errorByte = pos; // the DOM parser rethrows a sliced copy without it
+    return dom.parse_error(pos, token, e);
+  }
+  size_t errorByte = 0;
+
+private:
+  enum Capture { None, Vocab, Merges };
+  nlohmann::detail::json_sax_dom_parser<json> dom;
+  BigParts &big;
+  std::vector<std::string> stack; // the current key of each open container
+  Capture capture = None;
+  int nested = 0, inner = 0;
+  std::string pendingKey;
+  MergeItem current;
+
+  bool integer(int64_t v) {
+    if (capture == Vocab && nested == 0) {
+      big.vocab.emplace_back(std::move(pendingKey), v);
+      return true;
+    }
+    return scalar(false);
+  }
+  bool scalar(bool) {
+    if (capture == Vocab && nested == 0 && !big.badVocab) {
+      big.badVocab = true;
+      big.badVocabToken = pendingKey;
+    }
+    if (capture == Merges && nested == 1)
+      current.bad = true;
+    if (capture == Merges && nested == 0) {
+      MergeItem m;
+      m.bad = true;
+      big.merges.push_back(m);
+    }
+    return true;
+  }
+  bool enter(bool array) {
+    if (capture == Merges && nested == 0 && array) {
+      current = MergeItem();
+      inner = 0;
+    } else {
+      scalar(false);
+    }
+    ++nested;
+    return true;
+  }
+  bool leave() {
+    if (nested == 0) { // the captured member ends: a placeholder in the DOM
+      capture = None;
+      return dom.null();
+    }
+    if (--nested == 0 && capture == Merges) {
+      if (inner != 2)
+        current.bad = true;
+      big.merges.push_back(std::move(current));
+    }
+    return true;
+  }
+};
+
+//===----------------------------------------------------------------------===//
 // The tokenizer
 //===----------------------------------------------------------------------===//
 
@@ -961,7 +1116,7 @@ public:
   mutable std::mutex cacheMutex;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
 
-  void load(const json &root);
+  void load(const json &root, BigParts &big);
   void encodeWord(const std::string &word, std::vector<int32_t> &out) const;
   void encodeSegment(std::string text, bool startsInput, bool normalized,
                      std::vector<int32_t> &out) const;
@@ -969,7 +1124,7 @@ public:
                   std::vector<std::pair<std::string, int32_t>> &out) const;
 };
 
-void TokenizerImpl::load(const json &root) {
+void TokenizerImpl::load(const json &root, BigParts &big) {
   Where w{file, ""};
   if (!root.is_object())
     w.fail("expected a JSON object at the top level");
@@ -983,20 +1138,25 @@ void TokenizerImpl::load(const json &root) {
       model["dropout"].get<double>() != 0.0)
     wm.sub("dropout").fail("BPE dropout is for training; expected null");
 
-  const json &v = member(model, "vocab", wm);
-  if (!v.is_object())
+  if (!big.haveVocab) {
+    const json &v = member(model, "vocab", wm);
+    (void)v;
     wm.sub("vocab").fail("expected an object of token -> id");
+  }
+  if (big.badVocab)
+    wm.sub("vocab").fail("token '" + big.badVocabToken + "': expected an id in [0, 2^31)");
   int32_t maxId = -1;
-  vocab.reserve(v.size());
-  for (auto it = v.begin(); it != v.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
-        it.value().get<int64_t>() > INT32_MAX)
-      wm.sub("vocab").fail("token '" + it.key() + "': expected an id in [0, 2^31)");
-    int32_t id = it.value().get<int32_t>();
-    if (!vocab.emplace(it.key(), id).second)
-      wm.sub("vocab").fail("token '" + it.key() + "' appears twice");
+  vocab.reserve(big.vocab.size());
+  for (auto &[token, id64] : big.vocab) {
+    if (id64 < 0 || id64 > INT32_MAX)
+      wm.sub("vocab").fail("token '" + token + "': expected an id in [0, 2^31)");
+    int32_t id = static_cast<int32_t>(id64);
+    if (!vocab.emplace(token, id).second)
+      wm.sub("vocab").fail("token '" + token + "' appears twice");
     maxId = std::max(maxId, id);
   }
+  big.vocab.clear();
+  big.vocab.shrink_to_fit();
 
   // Added tokens may extend the id space beyond the model's vocabulary.
   if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
@@ -1061,25 +1221,26 @@ void TokenizerImpl::load(const json &root) {
     byteIds[b] = it == vocab.end() ? -1 : it->second;
   }
 
-  const json &m = member(model, "merges", wm);
-  if (!m.is_array())
+  if (!big.haveMerges) {
+    member(model, "merges", wm);
     wm.sub("merges").fail("expected an array");
-  merges.reserve(m.size());
-  for (size_t i = 0; i < m.size(); ++i) {
+  }
+  merges.reserve(big.merges.size());
+  for (size_t i = 0; i < big.merges.size(); ++i) {
+    MergeItem &item = big.merges[i];
+    if (item.bad)
+      wm.sub("merges").at(i).fail("expected \"left right\" or [left, right]");
     std::string a, b;
-    if (m[i].is_string()) {
-      const std::string &line = m[i].get_ref<const std::string &>();
+    if (item.line) {
+      const std::string &line = item.a;
       size_t sp = line.find(' ');
       if (sp == std::string::npos || line.find(' ', sp + 1) != std::string::npos)
         wm.sub("merges").at(i).fail("expected \"left right\", got '" + line + "'");
       a = line.substr(0, sp);
       b = line.substr(sp + 1);
-    } else if (m[i].is_array() && m[i].size() == 2 && m[i][0].is_string() &&
-               m[i][1].is_string()) {
-      a = m[i][0].get<std::string>();
-      b = m[i][1].get<std::string>();
     } else {
-      wm.sub("merges").at(i).fail("expected \"left right\" or [left, right]");
+      a = std::move(item.a);
+      b = std::move(item.b);
     }
     auto lookup = [&](const std::string &t) {
       auto it = vocab.find(t);
@@ -1277,16 +1438,18 @@ Tokenizer::~Tokenizer() = default;
 std::unique_ptr<Tokenizer> Tokenizer::fromJson(std::string_view text,
                                                const std::string &name) {
   json root;
+  BigParts big;
+  TokenizerSax sax(root, big);
   try {
-    root = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error &e) {
-    throw TextError(name + ": not valid JSON (byte " + std::to_string(e.byte) +
+    json::sax_parse(text.begin(), text.end(), &sax);
+  } catch (const json::exception &e) {
+    throw TextError(name + ": not valid JSON (byte " + std::to_string(sax.errorByte) +
                     "): " + e.what());
   }
   auto impl = std::make_unique<TokenizerImpl>();
   impl->file = name;
   try {
-    impl->load(root);
+    impl->load(root, big);
   } catch (const json::exception &e) {
     throw TextError(name + ": unexpected JSON value: " + e.what());
   }

@@ -69,6 +69,36 @@ TEST(Tokenizer, ByteFallbackEncodesUnknownCharactersAsBytes) {
   EXPECT_EQ(t->decode({10, 5, 1, 2, 3}, false), "ab \xE4\xBD\xA0");
 }
 
+TEST(Tokenizer, MalformedVocabularyAndMergesNameTheField) {
+  auto errorOf = [](const std::string &json) {
+    try {
+      Tokenizer::fromJson(json, "t.json");
+    } catch (const TextError &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(errorOf(R"({"model": {"vocab": {"a": 0, "b": "one"}, "merges": []}})"),
+            "t.json: model.vocab: token 'b': expected an id in [0, 2^31)");
+  EXPECT_EQ(errorOf(R"({"model": {"vocab": {"a": 0, "b": {"x": 1}}, "merges": []}})"),
+            "t.json: model.vocab: token 'b': expected an id in [0, 2^31)");
+  EXPECT_EQ(errorOf(R"({"model": {"vocab": {"a": 0, "a": 1}, "merges": []}})"),
+            "t.json: model.vocab: token 'a' appears twice");
+  EXPECT_EQ(errorOf(R"({"model": {"vocab": ["a"], "merges": []}})"),
+            "t.json: model.vocab: expected an object of token -> id");
+  EXPECT_EQ(errorOf(R"({"model": {"vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [7]}})"),
+            "t.json: model.merges[0]: expected \"left right\" or [left, right]");
+  EXPECT_EQ(errorOf(R"({"model": {"vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a"]]}})"),
+            "t.json: model.merges[0]: expected \"left right\" or [left, right]");
+  EXPECT_EQ(errorOf(R"({"model": {"vocab": {"a": 0}, "merges": {}}})"),
+            "t.json: model.merges: expected an array");
+  // Both spellings of merges, and the rest of the file as usual.
+  auto t = Tokenizer::fromJson(R"({"model": {"vocab": {"a": 0, "b": 1, "ab": 2, "c": 3,
+      "abc": 4}, "merges": [["a", "b"], "ab c"]}, "added_tokens": [{"id": 5,
+      "content": "<x>", "special": true}]})", "t.json");
+  EXPECT_EQ(t->encode("abc<x>ab", false), (std::vector<int32_t>{4, 5, 2}));
+}
+
 TEST(DecodeStream, HoldsBytesUntilTheCharacterIsComplete) {
   auto t = Tokenizer::fromJson(kByteFallback, "inline.json");
   DecodeStream stream(*t, false);
