@@ -56,7 +56,8 @@ std::string ToolCall::argumentsJson() const {
   ojson o = ojson::object();
   for (auto &[k, v] : arguments)
     o[k] = looksLikeJsonScalar(v) ? ojson::parse(v) : ojson(v);
-  return o.dump();
+  // Model output may hold invalid UTF-8 (the C API takes any bytes).
+  return o.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }
 
 //===----------------------------------------------------------------------===//

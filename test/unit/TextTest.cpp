@@ -281,6 +281,14 @@ TEST(ToolCallParser, UnterminatedCallAndValue) {
   EXPECT_EQ(ev[2].call.argumentsJson(), R"({"text":"hello"})");
 }
 
+TEST(ToolCallParser, InvalidUtf8InAnArgumentIsReplacedInJson) {
+  // Found by fuzz-tool_calls: the JSON writer threw on invalid UTF-8.
+  auto ev = parse("<tool_call>type_text<arg_key>t\x88</arg_key><arg_value>a\xff</arg_value>"
+                  "</tool_call>", 3);
+  ASSERT_EQ(kinds(ev), "K");
+  EXPECT_EQ(ev[0].call.argumentsJson(), "{\"t\xEF\xBF\xBD\":\"a\xEF\xBF\xBD\"}");
+}
+
 TEST(ToolCallParser, CallWithoutNameIsKeptAsText) {
   auto ev = parse("<tool_call><arg_key>a</arg_key></tool_call>", 1);
   ASSERT_EQ(kinds(ev), "RC");
