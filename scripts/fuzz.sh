@@ -6,6 +6,7 @@
 # timeout or sanitizer report fails the run, and its input is kept in
 # build-fuzz/crashes/<target>/ (make it a regression seed).
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
+#   SPARK_FUZZ_SEED=N fixes libFuzzer's seed (CI's smoke run uses 1).
 #   targets: tokenizer chat_template tool_calls config safetensors
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,7 +43,7 @@ for t in "${TARGETS[@]}"; do
   log="$BUILD/fuzz-$t.log"
   if "$BUILD/bin/fuzz-$t" "$work" -max_total_time="$SECONDS_EACH" -timeout=10 \
        -rss_limit_mb=2048 -max_len=65536 -artifact_prefix="$crashes/" \
-       -print_final_stats=1 > "$log" 2>&1; then
+       -print_final_stats=1 ${SPARK_FUZZ_SEED:+-seed=$SPARK_FUZZ_SEED} > "$log" 2>&1; then
     result=ok
   else
     result=FAILED
