@@ -968,62 +968,67 @@ int compare(const Value &a, const Value &b, int line) {
   fail(line, "cannot order " + pyRepr(a) + " and " + pyRepr(b));
 }
 
+/// Python's binary operators (and Jinja's ~) on two values.
+Value binaryOp(const std::string &op, const Value &x, const Value &y, int line) {
+  if (op == "==") return Value::boolean(equal(x, y));
+  if (op == "!=") return Value::boolean(!equal(x, y));
+  if (op == "<") return Value::boolean(compare(x, y, line) < 0);
+  if (op == ">") return Value::boolean(compare(x, y, line) > 0);
+  if (op == "<=") return Value::boolean(compare(x, y, line) <= 0);
+  if (op == ">=") return Value::boolean(compare(x, y, line) >= 0);
+  if (op == "in") return Value::boolean(contains(y, x, line));
+  if (op == "not in") return Value::boolean(!contains(y, x, line));
+  if (op == "~") return Value::str(pyStr(x) + pyStr(y));
+  if (op == "+") {
+    if (x.k == Value::K::Str && y.k == Value::K::Str)
+      return Value::str(x.s + y.s);
+    if (x.k == Value::K::List && y.k == Value::K::List) {
+      List l = *x.list;
+      l.insert(l.end(), y.list->begin(), y.list->end());
+      return Value::newList(std::move(l));
+    }
+  }
+  if (op == "*" && ((x.k == Value::K::Str && y.k == Value::K::Int) || (x.k == Value::K::Int && y.k == Value::K::Str))) {
+    const Value &s = x.k == Value::K::Str ? x : y;
+    int64_t n = x.k == Value::K::Int ? x.i : y.i;
+    std::string r;
+    for (int64_t i = 0; i < n && r.size() < (1u << 26); ++i)
+      r += s.s;
+    return Value::str(r);
+  }
+  if (!x.isNumber() || !y.isNumber())
+    fail(line, "unsupported operand types for " + op + ": " + pyRepr(x).substr(0, 40) + " and " +
+                   pyRepr(y).substr(0, 40));
+  bool ints = x.k != Value::K::Float && y.k != Value::K::Float;
+  int64_t xi = x.k == Value::K::Bool ? x.b : x.i, yi = y.k == Value::K::Bool ? y.b : y.i;
+  double xf = x.number(), yf = y.number();
+  if (op == "+") return ints ? Value::integer(xi + yi) : Value::real(xf + yf);
+  if (op == "-") return ints ? Value::integer(xi - yi) : Value::real(xf - yf);
+  if (op == "*") return ints ? Value::integer(xi * yi) : Value::real(xf * yf);
+  if (op == "/") {
+    if (yf == 0) fail(line, "division by zero");
+    return Value::real(xf / yf);
+  }
+  if (op == "//" || op == "%") {
+    if (yf == 0) fail(line, "division by zero");
+    if (ints) {
+      int64_t q = xi / yi, r = xi % yi;
+      if (r != 0 && ((r < 0) != (yi < 0))) { --q; r += yi; }
+      return Value::integer(op == "//" ? q : r);
+    }
+    double q = std::floor(xf / yf);
+    return Value::real(op == "//" ? q : xf - q * yf);
+  }
+  if (op == "**") return ints && yi >= 0 ? Value::integer(int64_t(std::pow(xf, yf))) : Value::real(std::pow(xf, yf));
+  fail(line, "unknown operator " + op);
+}
+
 struct BinExpr : Expr {
   std::string op;
   ExprP a, b;
   Value eval(Context &c) const override {
     Value x = a->eval(c), y = b->eval(c);
-    if (op == "==") return Value::boolean(equal(x, y));
-    if (op == "!=") return Value::boolean(!equal(x, y));
-    if (op == "<") return Value::boolean(compare(x, y, line) < 0);
-    if (op == ">") return Value::boolean(compare(x, y, line) > 0);
-    if (op == "<=") return Value::boolean(compare(x, y, line) <= 0);
-    if (op == ">=") return Value::boolean(compare(x, y, line) >= 0);
-    if (op == "in") return Value::boolean(contains(y, x, line));
-    if (op == "not in") return Value::boolean(!contains(y, x, line));
-    if (op == "~") return Value::str(pyStr(x) + pyStr(y));
-    if (op == "+") {
-      if (x.k == Value::K::Str && y.k == Value::K::Str)
-        return Value::str(x.s + y.s);
-      if (x.k == Value::K::List && y.k == Value::K::List) {
-        List l = *x.list;
-        l.insert(l.end(), y.list->begin(), y.list->end());
-        return Value::newList(std::move(l));
-      }
-    }
-    if (op == "*" && ((x.k == Value::K::Str && y.k == Value::K::Int) || (x.k == Value::K::Int && y.k == Value::K::Str))) {
-      const Value &s = x.k == Value::K::Str ? x : y;
-      int64_t n = x.k == Value::K::Int ? x.i : y.i;
-      std::string r;
-      for (int64_t i = 0; i < n && r.size() < (1u << 26); ++i)
-        r += s.s;
-      return Value::str(r);
-    }
-    if (!x.isNumber() || !y.isNumber())
-      fail(line, "unsupported operand types for " + op + ": " + pyRepr(x).substr(0, 40) + " and " +
-                     pyRepr(y).substr(0, 40));
-    bool ints = x.k != Value::K::Float && y.k != Value::K::Float;
-    int64_t xi = x.k == Value::K::Bool ? x.b : x.i, yi = y.k == Value::K::Bool ? y.b : y.i;
-    double xf = x.number(), yf = y.number();
-    if (op == "+") return ints ? Value::integer(xi + yi) : Value::real(xf + yf);
-    if (op == "-") return ints ? Value::integer(xi - yi) : Value::real(xf - yf);
-    if (op == "*") return ints ? Value::integer(xi * yi) : Value::real(xf * yf);
-    if (op == "/") {
-      if (yf == 0) fail(line, "division by zero");
-      return Value::real(xf / yf);
-    }
-    if (op == "//" || op == "%") {
-      if (yf == 0) fail(line, "division by zero");
-      if (ints) {
-        int64_t q = xi / yi, r = xi % yi;
-        if (r != 0 && ((r < 0) != (yi < 0))) { --q; r += yi; }
-        return Value::integer(op == "//" ? q : r);
-      }
-      double q = std::floor(xf / yf);
-      return Value::real(op == "//" ? q : xf - q * yf);
-    }
-    if (op == "**") return ints && yi >= 0 ? Value::integer(int64_t(std::pow(xf, yf))) : Value::real(std::pow(xf, yf));
-    fail(line, "unknown operator " + op);
+    return binaryOp(op, x, y, line);
   }
 };
 
@@ -1188,16 +1193,8 @@ Value applyFilter(const std::string &name, const Value &v, const Args &a, int li
   }
   if (name == "sum") {
     Value total = Value::integer(0);
-    for (auto &e : iterate(v, line)) {
-      BinExpr add;
-      add.op = "+";
-      Literal l1, l2;
-      l1.v = total;
-      l2.v = e;
-      add.a.reset(new Literal(l1));
-      add.b.reset(new Literal(l2));
-      total = add.eval(c);
-    }
+    for (auto &e : iterate(v, line))
+      total = binaryOp("+", total, e, line);
     return total;
   }
   if (name == "selectattr" || name == "rejectattr" || name == "select" || name == "reject") {

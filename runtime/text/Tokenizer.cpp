@@ -1118,7 +1118,7 @@ public:
 
   void load(const json &root, BigParts &big);
   void encodeWord(const std::string &word, std::vector<int32_t> &out) const;
-  void encodeSegment(std::string text, bool startsInput, bool normalized,
+  void encodeSegment(std::string text, bool startsInput,
                      std::vector<int32_t> &out) const;
   void splitAdded(std::string_view text, const AddedTrie &trie,
                   std::vector<std::pair<std::string, int32_t>> &out) const;
@@ -1139,8 +1139,7 @@ void TokenizerImpl::load(const json &root, BigParts &big) {
     wm.sub("dropout").fail("BPE dropout is for training; expected null");
 
   if (!big.haveVocab) {
-    const json &v = member(model, "vocab", wm);
-    (void)v;
+    member(model, "vocab", wm); // fails when missing
     wm.sub("vocab").fail("expected an object of token -> id");
   }
   if (big.badVocab)
@@ -1419,7 +1418,6 @@ void TokenizerImpl::splitAdded(
 }
 
 void TokenizerImpl::encodeSegment(std::string text, bool startsInput,
-                                  bool normalizedAlready,
                                   std::vector<int32_t> &out) const {
   Pieces pieces{std::move(text)};
   if (preTokenizer)
@@ -1498,7 +1496,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view input, bool addSpecial) 
       if (k >= 0)
         out.push_back(t.added[k].id);
       else
-        t.encodeSegment(std::move(piece), first, true, out);
+        t.encodeSegment(std::move(piece), first, out);
       first = false;
     }
   }
@@ -1576,10 +1574,6 @@ DecodeStream::DecodeStream(const Tokenizer &tokenizer, bool skipSpecial)
 void DecodeStream::push(int32_t id, std::string &out) {
   ids.push_back(id);
   std::string raw = tokenizer.decodeBytes(ids.data(), ids.size(), skipSpecial);
-  if (raw.size() < prefixBytes || raw.compare(0, prefixBytes, raw, 0, prefixBytes) != 0) {
-    // Cannot happen with the decoders above (they never rewrite earlier
-    // text); resynchronise on the new token alone.
-  }
   std::string_view tail(raw);
   tail.remove_prefix(std::min(prefixBytes, raw.size()));
   bool invalid = false;

@@ -216,7 +216,6 @@ public:
         trieTokens.push_back(ids[k++]);
       trie[j.node].tokEnd = uint32_t(trieTokens.size());
       trie[j.node].childBegin = uint32_t(trie.size());
-      size_t firstJob = stack.size();
       while (k < j.hi) {
         unsigned char b = static_cast<unsigned char>(bytes[ids[k]][j.depth]);
         size_t e = k;
@@ -229,7 +228,6 @@ public:
         k = e;
       }
       trie[j.node].childEnd = uint32_t(trie.size());
-      (void)firstJob;
     }
   }
 

@@ -88,18 +88,30 @@ static int is_end_token(const text_state *t, int32_t id) {
 
 /* Encodes text and evaluates it after what the session holds. */
 static int eval_text(text_state *t, const char *text, int add_special) {
-  size_t len = strlen(text), count = 0;
-  spark_tokenizer_encode(t->tokenizer, text, len, add_special, NULL, 0, &count);
-  if (!count)
-    return 0;
-  int32_t *ids = malloc(sizeof(int32_t) * count);
+  /* One encoding: a token covers at least one byte, plus the few the
+   * post-processor adds; the exact need is reported if that is short. */
+  size_t len = strlen(text), count = 0, capacity = len + 64;
+  int32_t *ids = malloc(sizeof(int32_t) * capacity);
   if (!ids)
     return text_fail("out of memory", NULL);
   spark_text_status ts =
-      spark_tokenizer_encode(t->tokenizer, text, len, add_special, ids, count, &count);
+      spark_tokenizer_encode(t->tokenizer, text, len, add_special, ids, capacity, &count);
+  if (ts == SPARK_TEXT_ERROR_TOO_SMALL) {
+    int32_t *bigger = realloc(ids, sizeof(int32_t) * count);
+    if (!bigger) {
+      free(ids);
+      return text_fail("out of memory", NULL);
+    }
+    ids = bigger;
+    ts = spark_tokenizer_encode(t->tokenizer, text, len, add_special, ids, count, &count);
+  }
   if (ts != SPARK_TEXT_OK) {
     free(ids);
     return text_fail("cannot encode the prompt: ", spark_text_status_string(ts));
+  }
+  if (!count) {
+    free(ids);
+    return 0;
   }
   for (size_t i = 0; i < count; ++i)
     if (ids[i] >= t->vocab) {
