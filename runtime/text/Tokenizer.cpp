@@ -1145,6 +1145,7 @@ void TokenizerImpl::load(const json &root, BigParts &big) {
   if (big.badVocab)
     wm.sub("vocab").fail("token '" + big.badVocabToken + "': expected an id in [0, 2^31)");
   int32_t maxId = -1;
+  std::string maxToken; // the token with the largest id
   vocab.reserve(big.vocab.size());
   for (auto &[token, id64] : big.vocab) {
     if (id64 < 0 || id64 > INT32_MAX)
@@ -1152,7 +1153,10 @@ void TokenizerImpl::load(const json &root, BigParts &big) {
     int32_t id = static_cast<int32_t>(id64);
     if (!vocab.emplace(token, id).second)
       wm.sub("vocab").fail("token '" + token + "' appears twice");
-    maxId = std::max(maxId, id);
+    if (id > maxId) {
+      maxId = id;
+      maxToken = token;
+    }
   }
   big.vocab.clear();
   big.vocab.shrink_to_fit();
@@ -1179,12 +1183,24 @@ void TokenizerImpl::load(const json &root, BigParts &big) {
       t.rstrip = optBool(a, "rstrip", wi, false);
       t.singleWord = optBool(a, "single_word", wi, false);
       t.normalized = optBool(a, "normalized", wi, !t.special);
-      maxId = std::max(maxId, t.id);
+      if (t.id > maxId) {
+        maxId = t.id;
+        maxToken = t.content;
+      }
       added.push_back(t);
     }
   }
   if (maxId < 0)
     wm.sub("vocab").fail("the vocabulary is empty");
+  // Ids index a table: a few gaps are fine (a padded vocabulary), an id
+  // space mostly empty is a damaged or hostile file (id 2^30 would ask for
+  // tens of gigabytes).
+  size_t defined = vocab.size() + added.size();
+  if (static_cast<size_t>(maxId) >= 2 * defined + 256)
+    wm.sub("vocab").fail("token '" + maxToken + "' has id " + std::to_string(maxId) +
+                         " but only " + std::to_string(defined) +
+                         " tokens are defined; expected ids below " +
+                         std::to_string(2 * defined + 256));
   idToToken.assign(static_cast<size_t>(maxId) + 1, std::string());
   special.assign(idToToken.size(), 0);
   for (auto &[tok, id] : vocab)

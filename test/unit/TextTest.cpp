@@ -92,6 +92,16 @@ TEST(Tokenizer, MalformedVocabularyAndMergesNameTheField) {
             "t.json: model.merges[0]: expected \"left right\" or [left, right]");
   EXPECT_EQ(errorOf(R"({"model": {"vocab": {"a": 0}, "merges": {}}})"),
             "t.json: model.merges: expected an array");
+  // An id space mostly empty (found by fuzz-tokenizer: id 1111111111 asked
+  // for 35 GB); a padded vocabulary with a few gaps still opens.
+  EXPECT_EQ(errorOf(R"({"model": {"vocab": {"a": 0, "b": 1111111111}, "merges": []}})"),
+            "t.json: model.vocab: token 'b' has id 1111111111 but only 2 tokens are "
+            "defined; expected ids below 260");
+  EXPECT_EQ(errorOf(R"({"model": {"vocab": {"a": 0}, "merges": []}, "added_tokens":
+      [{"id": 2147483647, "content": "<x>"}]})"),
+            "t.json: model.vocab: token '<x>' has id 2147483647 but only 2 tokens are "
+            "defined; expected ids below 260");
+  EXPECT_EQ(errorOf(R"({"model": {"vocab": {"a": 0, "b": 259}, "merges": []}})"), "");
   // Both spellings of merges, and the rest of the file as usual.
   auto t = Tokenizer::fromJson(R"({"model": {"vocab": {"a": 0, "b": 1, "ab": 2, "c": 3,
       "abc": 4}, "merges": [["a", "b"], "ab c"]}, "added_tokens": [{"id": 5,
