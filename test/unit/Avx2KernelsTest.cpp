@@ -349,6 +349,33 @@ TEST(Avx2KernelsShapes, RefusesGroupsOf32) {
             0);
 }
 
+// K a multiple of 16 but not of 32 (the test models' hidden size 16): one
+// token once read 32 values a row, past its row and its input (found by
+// two models' parallel sessions disagreeing; ASan builds see the read).
+TEST(Avx2KernelsShapes, OneTokenReadsOnlyKWhenKIsNotAMultipleOf32) {
+  SKIP_WITHOUT_AVX2();
+  constexpr int k = 16, n = 4;
+  std::vector<float> x(k), out(n, -7.0f), scales(n, 0.5f);
+  std::vector<int8_t> w(size_t(n) * k);
+  for (int i = 0; i < k; ++i)
+    x[i] = float(i % 5) - 2.0f;
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = int8_t(int(i * 37 % 255) - 127);
+  Buffer xb(x.data(), halide_type_float, 32, k, 1, k);
+  Buffer wb(w.data(), halide_type_int, 8, k, n, k);
+  Buffer sb(scales.data(), halide_type_float, 32, n);
+  Buffer ob(out.data(), halide_type_float, 32, n, 1, n);
+  for (auto kernel : {spark_avx2_linear_w8a16, spark_avx2_linear_w8a16_xbf16}) {
+    ASSERT_EQ(kernel(&xb.b, &wb.b, &sb.b, &ob.b), 0);
+    for (int row = 0; row < n; ++row) {
+      double want = 0; // the inputs are exact in bf16
+      for (int i = 0; i < k; ++i)
+        want += double(w[size_t(row) * k + i]) * 0.5 * x[i];
+      EXPECT_FLOAT_EQ(out[row], float(want)) << "row " << row;
+    }
+  }
+}
+
 // 1 token (decode), 3 (the one-token remainder only), 4 (one block of 4),
 // 9 (two blocks and a remainder).
 INSTANTIATE_TEST_SUITE_P(Tokens, Avx2Kernels, ::testing::Values(1, 3, 4, 9));

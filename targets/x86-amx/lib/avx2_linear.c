@@ -177,7 +177,9 @@ static inline __m256 widen8(const uint8_t *row, int bf16, int k) {
  * sums, 4 tokens 2 each: independent FMA chains. */
 SPARK_BLOCK wide_block(const avx2_job *j, int bf16, int n, int t0,
                        const int TB) {
-  const int K = j->K, H = TB == 1 ? 4 : 2, bytes = bf16 ? 2 : 1;
+  /* 4 chains for one token where K allows (K is a multiple of 16). */
+  const int K = j->K, H = TB == 1 && K % 32 == 0 ? 4 : 2,
+            bytes = bf16 ? 2 : 1;
   __m256 acc[4][4];
   for (int h = 0; h < H; ++h)
     for (int t = 0; t < TB; ++t)
