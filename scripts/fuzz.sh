@@ -17,11 +17,6 @@ TARGETS=("$@")
 [[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(tokenizer chat_template tool_calls config safetensors pack)
 
 "$ROOT/scripts/install-deps.sh" --if-missing
-if ! dpkg-query -W -f='${Status}' libclang-rt-22-dev 2>/dev/null | grep -q "install ok installed"; then
-  SUDO=()
-  [[ "$(id -u)" -ne 0 ]] && SUDO=(sudo)
-  "${SUDO[@]}" apt-get install -y --no-install-recommends libclang-rt-22-dev
-fi
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARK_FUZZ=ON \
   -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 > /dev/null
 cmake --build "$BUILD" --target "${TARGETS[@]/#/fuzz-}"

@@ -18,6 +18,8 @@ PACKAGES=(
   libpcre2-dev libicu-dev nlohmann-json3-dev
   # `file` identifies the executables --emit=exe writes (lit tests).
   file
+  # Sanitizer runtimes for clang-22: the ASan/UBSan and TSan tests, fuzzing.
+  libclang-rt-22-dev
 )
 
 if [[ "${1:-}" == "--if-missing" ]]; then

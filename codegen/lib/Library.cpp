@@ -1,7 +1,10 @@
 //===- Library.cpp - compile kernels and driver into a target's library ---===//
 #include "spark/Codegen/Emit.h"
 
+#include "llvm/ObjCopy/ConfigManager.h"
+#include "llvm/ObjCopy/ObjCopy.h"
 #include "llvm/Object/ArchiveWriter.h"
+#include "llvm/Object/Binary.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -102,6 +105,72 @@ Error compileC(const TargetInfo &target, StringRef source, StringRef object,
   return run(args, what);
 }
 
+/// Whether --cflags asks for the sanitizer `name` ("address", "thread").
+bool sanitizes(const BuildOptions &options, StringRef name) {
+  for (StringRef flag : options.cflags)
+    if (flag.consume_front("-fsanitize=")) {
+      SmallVector<StringRef> names;
+      flag.split(names, ',');
+      if (llvm::is_contained(names, name))
+        return true;
+    }
+  return false;
+}
+
+/// --cflags as our C is compiled with them: ASan's dead-strippable globals
+/// metadata does not survive linking the library into one object (its
+/// registration faults), so ASan builds use the plain kind.
+std::vector<std::string> userCFlags(const BuildOptions &options) {
+  std::vector<std::string> flags = options.cflags;
+  if (sanitizes(options, "address"))
+    flags.push_back("-fno-sanitize-address-globals-dead-stripping");
+  return flags;
+}
+
+/// Links `objects` into the one relocatable object `out` and makes every
+/// symbol in it local but `entryPoint`: the kernels, microkernels, driver
+/// and Halide runtime become private to the library, so a program can link
+/// several model libraries (each with its own Halide runtime and thread
+/// pool) as long as their entry points differ.
+Error linkPrivateObject(ArrayRef<std::string> objects, StringRef entryPoint,
+                        StringRef out) {
+  ErrorOr<std::string> lld = sys::findProgramByName("ld.lld-22");
+  if (!lld)
+    lld = sys::findProgramByName("ld.lld", {"/usr/lib/llvm-22/bin"});
+  if (!lld)
+    return createStringError(lld.getError(),
+                             "ld.lld not found (Debian package lld-22); it "
+                             "links the library's objects into one");
+  std::string combined = (out + ".all.o").str();
+  std::vector<StringRef> args = {*lld, "-r", "-o", combined};
+  for (const std::string &object : objects)
+    args.push_back(object);
+  if (Error e = run(args, "linking the library's objects into one"))
+    return e;
+  objcopy::ConfigManager config;
+  config.Common.InputFilename = combined;
+  config.Common.OutputFilename = out;
+  if (Error e = config.Common.SymbolsToKeepGlobal.addMatcher(
+          objcopy::NameOrPattern::create(entryPoint, objcopy::MatchStyle::Literal,
+                                         [](Error e) { return e; })))
+    return e;
+  Expected<object::OwningBinary<object::Binary>> binary =
+      object::createBinary(combined);
+  if (!binary)
+    return binary.takeError();
+  std::error_code ec;
+  raw_fd_ostream os(out, ec);
+  if (ec)
+    return createStringError(ec, "%s: %s", out.str().c_str(),
+                             ec.message().c_str());
+  if (Error e = objcopy::executeObjcopyOnBinary(config, *binary->getBinary(), os))
+    return createStringError(inconvertibleErrorCode(),
+                             "making the library's symbols private: %s",
+                             toString(std::move(e)).c_str());
+  sys::fs::remove(combined);
+  return Error::success();
+}
+
 } // namespace
 
 Error emitKernelText(const ModelPlan &plan, KernelText kind, StringRef scratchDir,
@@ -165,8 +234,13 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
       objects.push_back(object);
     }
   std::string runtime = join(objDir, "halide_runtime.o");
+  // Sanitized builds (--cflags): the Halide runtime with its hooks for the
+  // sanitizer (its thread pool's own synchronization, told to TSan).
+  Halide::Target runtimeTarget = target.runtime;
+  if (sanitizes(plan.options, "thread"))
+    runtimeTarget = runtimeTarget.with_feature(Halide::Target::TSAN);
   try {
-    Halide::compile_standalone_runtime(runtime, target.runtime);
+    Halide::compile_standalone_runtime(runtime, runtimeTarget);
   } catch (const Halide::Error &e) {
     return createStringError(inconvertibleErrorCode(),
                              "Halide runtime: %s", e.what());
@@ -195,19 +269,24 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
     return e;
   if (!plan.options.quiet)
     errs() << "compiling the step driver\n";
-  if (Error e = compileC(target, driverSource, driverObject, {},
+  if (Error e = compileC(target, driverSource, driverObject,
+                         userCFlags(plan.options),
                          "compiling the generated step driver"))
     return e;
   objects.push_back(driverObject);
 
-  // The static library applications link.
+  // The static library applications link: one object whose only global
+  // symbol is the entry point.
+  std::string privateObject = join(objDir, "spark_model.o");
+  if (Error e = linkPrivateObject(objects, plan.options.entryPoint, privateObject))
+    return e;
   std::vector<NewArchiveMember> members;
-  for (const std::string &object : objects) {
+  {
     Expected<NewArchiveMember> member =
-        NewArchiveMember::getFile(object, /*Deterministic=*/true);
+        NewArchiveMember::getFile(privateObject, /*Deterministic=*/true);
     if (!member)
       return member.takeError();
-    member->MemberName = sys::path::filename(object); // not the temp path
+    member->MemberName = "spark_model.o"; // not the temp path
     members.push_back(std::move(*member));
   }
   if (Error e = writeArchive(join(dir, "libspark_model.a"), members,
@@ -222,8 +301,14 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
     std::vector<StringRef> link = {target.cc, "-shared", "-o"};
     std::string shared = join(dir, "libspark_model.so");
     link.push_back(shared);
-    for (const std::string &object : objects)
-      link.push_back(object);
+    link.push_back(privateObject);
+    for (const std::string &flag : plan.options.cflags)
+      link.push_back(flag);
+    // The tools find every build's definition under the default name.
+    std::string alias =
+        "-Wl,--defsym=spark_model_definition=" + plan.options.entryPoint;
+    if (plan.options.entryPoint != "spark_model_definition")
+      link.push_back(alias);
     for (StringRef lib : {"-lpthread", "-ldl", "-lm"})
       link.push_back(lib);
     if (Error e = run(link, "linking libspark_model.so"))
@@ -237,11 +322,14 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
       errs() << "linking spark-run for " << target.name << "\n";
     std::string runnerObject = join(objDir, "spark_run.o");
     std::string runtimeObject = join(objDir, "spark_runtime.o");
+    std::vector<std::string> runnerFlags = userCFlags(plan.options);
+    runnerFlags.push_back("-DSPARK_RUN_STATIC_MODEL");
+    runnerFlags.push_back("-Dspark_model_definition=" + plan.options.entryPoint);
     if (Error e = compileC(target, SPARK_RUNNER_SOURCE, runnerObject,
-                           {"-DSPARK_RUN_STATIC_MODEL"}, "compiling spark-run"))
+                           runnerFlags, "compiling spark-run"))
       return e;
-    if (Error e = compileC(target, SPARK_RUNTIME_SOURCE, runtimeObject, {},
-                           "compiling the runtime"))
+    if (Error e = compileC(target, SPARK_RUNTIME_SOURCE, runtimeObject,
+                           userCFlags(plan.options), "compiling the runtime"))
       return e;
     std::vector<std::string> exeObjects = {runnerObject, runtimeObject};
     for (const std::string &source : target.exeSources) {
@@ -258,8 +346,9 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
     link.push_back(exe);
     for (const std::string &object : exeObjects)
       link.push_back(object);
-    for (const std::string &object : objects)
-      link.push_back(object);
+    link.push_back(privateObject);
+    for (const std::string &flag : plan.options.cflags)
+      link.push_back(flag);
     for (const std::string &lib : target.exeLibs)
       link.push_back(lib);
     if (Error e = run(link, "linking spark-run"))

@@ -30,7 +30,17 @@ MAX_CONTEXT = 256
 FP32_RELATIVE = 1e-4
 
 
+# A sanitized build (scripts/sanitize.sh) runs its own spark-run and runtime
+# with the compiler of the main build, and compiles test programs with its
+# compiler and sanitizer flags.
+COMPILER_BIN = os.environ.get("SPARK_COMPILER_DIR", BIN)
+TEST_CC = os.environ.get("SPARK_TEST_CC")
+TEST_CFLAGS = os.environ.get("SPARK_TEST_CFLAGS", "").split()
+
+
 def tool(name):
+    if name in ("spark-compile", "spark-mkmodel"):
+        return os.path.join(COMPILER_BIN, name)
     return os.path.join(BIN, name)
 
 
@@ -450,8 +460,8 @@ class EndToEnd(unittest.TestCase):
         case = Case(self.tmp, "capi")
         other = Case(self.tmp, "capi-other", ["--seed", "5", "--layer-types", "ssff"])
         exe = os.path.join(self.tmp, "runtime_api_test")
-        compiler = shutil.which("cc") or shutil.which("gcc")
-        run([compiler, "-std=c11", "-O1", "-Wall", "-Werror",
+        compiler = TEST_CC or shutil.which("cc") or shutil.which("gcc")
+        run([compiler, "-std=c11", "-O1", "-Wall", "-Werror", *TEST_CFLAGS,
              "-I", os.path.join(SOURCE, "runtime", "include"), "-I", case.out,
              os.path.join(HERE, "runtime_api_test.c"),
              os.path.join(case.out, "libspark_model.a"),
@@ -462,6 +472,75 @@ class EndToEnd(unittest.TestCase):
         output = run([exe, os.path.join(case.out, "model.spkw"),
                       os.path.join(other.out, "model.spkw"), scratch])
         self.assertIn("all checks passed", output)
+
+    # Two model libraries in one program (each built with its own
+    # --entry-point), and sessions of both stepping in parallel threads while
+    # another thread installs and removes a layer probe.
+    TWO_MODELS_THREADS = 3
+    TWO_MODELS_PREDICT = 16
+
+    def two_models(self, tag, sanitize=None):
+        """Builds the two models (with `sanitize`, their drivers, the runtime
+        and the test instrumented), links and runs two_models_test.c; checks
+        each model's tokens against spark-run on its own build."""
+        def builds(tag, cflags):
+            return (Case(self.tmp, tag + "-first", (),
+                         ["--entry-point", "spark_model_first", *cflags]),
+                    Case(self.tmp, tag + "-second", ["--seed", "5", "--layer-types", "ssff"],
+                         ["--quant", "w4a16", "--entry-point", "spark_model_second",
+                          *cflags]))
+        first, second = builds(tag, ["--cflags", "-g -fsanitize=" + sanitize]
+                               if sanitize else [])
+        # A sanitized build's shared library loads only into a sanitized
+        # program: spark-run checks plain builds of the same models.
+        references = builds(tag + "-plain", []) if sanitize else (first, second)
+        exe = os.path.join(self.tmp, tag + "-two-models")
+        # The drivers are compiled by clang-22 (the sanitizer runtimes must
+        # match); without sanitizers any C compiler links them.
+        compiler = "clang-22" if sanitize else (shutil.which("cc") or "gcc")
+        runtime = ([os.path.join(SOURCE, "runtime", "lib", "runtime.c")] if sanitize
+                   else [os.path.join(LIB, "libspark_runtime.a")])
+        flags = (["-g", "-fsanitize=" + sanitize, "-fno-sanitize-recover=all"]
+                 if sanitize else [])
+        run([compiler, "-std=c11", "-O1", "-Wall", "-Werror", *flags,
+             "-I", os.path.join(SOURCE, "runtime", "include"),
+             os.path.join(HERE, "two_models_test.c"), *runtime,
+             os.path.join(first.out, "libspark_model.a"),
+             os.path.join(second.out, "libspark_model.a"),
+             "-lpthread", "-ldl", "-lm", "-o", exe])
+        result = run_result(
+            [exe, os.path.join(first.out, "model.spkw"),
+             os.path.join(second.out, "model.spkw"), str(self.TWO_MODELS_THREADS),
+             str(self.TWO_MODELS_PREDICT)],
+            env={"TSAN_OPTIONS": "halt_on_error=1", "ASAN_OPTIONS": "detect_leaks=1"})
+        print(result.stdout.strip())
+        self.assertNotIn("Sanitizer", result.stderr)
+        self.assertIn("%d sessions in parallel agree" % (2 * self.TWO_MODELS_THREADS),
+                      result.stdout)
+        prompt = [(i * 7 + 3) % first.vocab for i in range(12)]
+        for name, case in zip(("first", "second"), references):
+            line = re.search(r"^%s: (.*)$" % name, result.stdout, re.M)
+            self.assertIsNotNone(line, "no %s line" % name)
+            ids, _ = case.spark_run(prompt, self.TWO_MODELS_PREDICT)
+            self.assertEqual([int(t) for t in line.group(1).split()], ids, name)
+
+    def test_two_models_in_one_process(self):
+        self.two_models("two")
+        # The library's one global symbol is its entry point.
+        case = Case(self.tmp, "entry", (), ["--entry-point", "my_model"])
+        symbols = run(["nm", "-g", "--defined-only",
+                       os.path.join(case.out, "libspark_model.a")])
+        defined = [line.split()[-1] for line in symbols.splitlines()
+                   if len(line.split()) == 3]
+        self.assertEqual(defined, ["my_model"])
+        self.assertIn("const spark_model_def *my_model(void);",
+                      open(os.path.join(case.out, "spark_model.h")).read())
+
+    def test_two_models_under_asan_and_ubsan(self):
+        self.two_models("asan", "address,undefined")
+
+    def test_parallel_sessions_under_tsan(self):
+        self.two_models("tsan", "thread")
 
 
 if __name__ == "__main__":

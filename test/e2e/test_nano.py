@@ -23,6 +23,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.environ.get("SPARK_SOURCE_DIR", os.path.join(HERE, "..", ".."))
 BIN = os.environ.get("SPARK_BIN_DIR", os.path.join(SOURCE, "build", "bin"))
+# A sanitized build (scripts/sanitize.sh) compiles with the main build.
+COMPILER_BIN = os.environ.get("SPARK_COMPILER_DIR", BIN)
 NANO = os.environ.get("SPARK_NANO_DIR", os.path.join(SOURCE, "models", "spark-nano"))
 TEXT = os.path.join(NANO, "heldout-text.ids")
 AGENT = os.path.join(NANO, "heldout-agent.ids")
@@ -52,7 +54,7 @@ class SparkNano(unittest.TestCase):
     @classmethod
     def compile(cls, name, flags, ckpt=NANO):
         out = os.path.join(cls.work, name)
-        run([os.path.join(BIN, "spark-compile"), ckpt, "-o", out, "--quiet"] + flags)
+        run([os.path.join(COMPILER_BIN, "spark-compile"), ckpt, "-o", out, "--quiet"] + flags)
         return out
 
     def measure(self, build, data=TEXT):

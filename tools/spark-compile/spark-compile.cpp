@@ -217,6 +217,22 @@ cl::opt<bool>
                     cl::desc("Do not scan weights for NaN/Inf (faster import)"),
                     cl::init(false), cl::cat(category));
 
+cl::opt<std::string> entryPoint(
+    "entry-point",
+    cl::desc("Name of libspark_model.a's one global symbol, the function "
+             "returning the model's definition (default "
+             "spark_model_definition); give each model its own to link "
+             "several into one program"),
+    cl::init("spark_model_definition"), cl::cat(category));
+
+cl::opt<std::string> extraCFlags(
+    "cflags",
+    cl::desc("Extra compiler flags, separated by spaces, for the C built for "
+             "the target around the kernels: the step driver, and with "
+             "--emit=exe the runner and the runtime (e.g. \"-g\" or "
+             "\"-fsanitize=thread\")"),
+    cl::init(""), cl::cat(category));
+
 int fail(const Twine &message) {
   WithColor::error(errs(), "spark-compile") << message << "\n";
   return 1;
@@ -295,6 +311,11 @@ spark::BuildOptions buildOptions(const Calibration *calibration) {
   options.calibrated = !calib.empty() || !calibRanges.empty();
   if (calibration && weightImportance)
     options.importance = calibration->importance;
+  options.entryPoint = entryPoint;
+  SmallVector<StringRef> flags;
+  StringRef(extraCFlags).split(flags, ' ', -1, /*KeepEmpty=*/false);
+  for (StringRef flag : flags)
+    options.cflags.push_back(flag.str());
   return options;
 }
 
@@ -767,7 +788,7 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
   for (auto [name, text] :
        {std::pair<const char *, std::string>{"hexagon/spark_dsp.idl",
                                              spark::emitFastRpcInterface()},
-        {"hexagon/spark_dsp_imp.c", spark::emitFastRpcSkeleton()},
+        {"hexagon/spark_dsp_imp.c", spark::emitFastRpcSkeleton(entryPoint)},
         {"INTEGRATION.md", spark::emitS25Integration()}})
     if (int rc = writeFile(folder.file(name), text))
       return rc;
@@ -846,6 +867,19 @@ int main(int argc, char **argv) {
                               "spark-compile: ahead-of-time compiler for "
                               "Spark-X2.5 checkpoints\n");
 
+  {
+    StringRef name = entryPoint;
+    bool identifier = !name.empty() && !isDigit(name[0]) &&
+                      llvm::all_of(name, [](char c) {
+                        return isAlnum(c) || c == '_';
+                      });
+    if (!identifier || name.starts_with("halide_") || name.starts_with("__") ||
+        name == "main")
+      return fail("--entry-point '" + name +
+                  "': expected a C identifier of your own (letters, digits, "
+                  "'_'; not main, not starting with a digit, '__' or "
+                  "'halide_')");
+  }
   if (maxContext < 1)
     return fail("--max-context must be a positive number of positions, got " +
                 Twine(maxContext));

@@ -90,7 +90,7 @@ typedef struct spark_model_def {
   const char *(*unsupported_reason)(void);
   /* Which code path step() uses on this CPU, e.g. "x86-avx512". */
   const char *(*dispatch_name)(void);
-  /* Sets the worker threads of the kernels (process-wide). */
+  /* Sets the worker threads of this library's kernels. */
   void (*set_num_threads)(int threads);
   /* Evaluates tokens ids[0..n) at positions pos0..pos0+n-1 (1 <= n <=
    * max_chunk, pos0 + n <= max_context), reading and updating caches, and
@@ -103,14 +103,16 @@ typedef struct spark_model_def {
   /* Why the build's best code path is not used on this CPU (e.g. AMX
    * unavailable), or NULL. */
   const char *(*dispatch_reason)(void);
-  /* Installs (NULL: removes) the layer probe of this library, process-wide. */
+  /* Installs (NULL: removes) the layer probe of this library (atomic: a
+   * step() reads it once, at its start). */
   void (*set_layer_probe)(spark_layer_probe probe, void *user);
   /* The calls one step() makes, in order. */
   int32_t num_calls;
   const spark_call_def *calls;
-  /* Profiling, process-wide: while ns is non-NULL, every step() adds to
-   * ns[i] the time call i took, as clock() after minus before (clock is
-   * the caller's: the library reads no clock of its own). */
+  /* Profiling, for the library (read like the probe): while ns is
+   * non-NULL, every step() adds to ns[i] the time call i took, as clock()
+   * after minus before (clock is the caller's: the library reads no clock
+   * of its own). */
   void (*set_profile)(uint64_t *ns, uint64_t (*clock)(void));
 } spark_model_def;
 

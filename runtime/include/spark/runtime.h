@@ -11,8 +11,10 @@
  * Conventions: opaque handles with create/destroy pairs; every function
  * returns a spark_status (no aborts, no exceptions); out-parameters come
  * last. A model is immutable after open and may be shared by threads; a
- * session is used by one thread at a time. The kernels' worker threads are
- * process-wide (set by spark_open_params.num_threads). */
+ * session is used by one thread at a time. Each model library carries its
+ * own kernels and worker threads (set by spark_open_params.num_threads),
+ * private to it: one program may link several libraries, each built with
+ * its own --entry-point. */
 #ifndef SPARK_RUNTIME_H
 #define SPARK_RUNTIME_H
 
@@ -53,9 +55,10 @@ typedef struct spark_open_params {
    * num_threads threads, or one per core when it is 0). Default 1. */
   int verify_checksums;
   /* Kernel worker threads; 0 keeps the current setting (default: one per
-   * core). Process-wide for the model's library: opening another model of
-   * the same library with a different count changes it for both. Open with
-   * 0 to leave it alone. */
+   * core). Per model library (each library has its own worker pool): a
+   * model of another library keeps its own count, but opening a second
+   * model of the same library with a different count changes it for both.
+   * Open with 0 to leave it alone. */
   int num_threads;
   /* Optional buffer that receives a message naming what failed. */
   char *error_message;
@@ -92,9 +95,9 @@ spark_status spark_model_get_info(const spark_model *model,
 /* Calls probe(user, layer, ...) after every decoder layer of every step the
  * model's library runs, in this process (NULL removes it): a diagnostic hook
  * (spark-fidelity compares layer outputs of two builds with it). The hook is
- * one process-wide slot of the model's library, not synchronized: set or
- * remove it only while no session of that library steps on another
- * thread. */
+ * one slot of the model's library, read atomically once at the start of
+ * each step: setting it while other threads step is safe, and steps already
+ * running finish with the hook they started with. */
 spark_status spark_model_set_layer_probe(spark_model *model,
                                          spark_layer_probe probe, void *user);
 
@@ -107,7 +110,8 @@ spark_status spark_model_get_calls(const spark_model *model,
 /* Profiling hook: while ns_per_call is non-NULL (num_calls entries), every
  * step of every session of this model's library, in this process, adds the
  * nanoseconds of call i, measured with clock_ns, to ns_per_call[i]. A
- * diagnostic like the layer probe: set it while no other thread steps. */
+ * diagnostic like the layer probe, read the same way; the additions are not
+ * atomic, so profile one thread's steps at a time. */
 spark_status spark_model_set_profile(spark_model *model, uint64_t *ns_per_call,
                                      uint64_t (*clock_ns)(void));
 

@@ -49,7 +49,8 @@ llvm::Error buildRuntimeLibrary(const TargetInfo &target, llvm::StringRef dir);
 /// --target=s25: the FastRPC interface of the DSP part (spark_dsp.idl), its
 /// DSP-side implementation (spark_dsp_imp.c) and INTEGRATION.md.
 std::string emitFastRpcInterface();
-std::string emitFastRpcSkeleton();
+/// The skeleton calls the DSP part's `entryPoint` (--entry-point).
+std::string emitFastRpcSkeleton(llvm::StringRef entryPoint);
 std::string emitS25Integration();
 
 } // namespace spark

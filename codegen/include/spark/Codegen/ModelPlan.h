@@ -45,6 +45,13 @@ struct BuildOptions {
   /// input (probe ids num_layers + i, ModelPlan::inputProbes[i]).
   bool probeInputs = false;
   bool calibrated = false; // --calib: OUT/calibration.json is written
+  /// --entry-point: the one global symbol of libspark_model.a, the function
+  /// returning the model's spark_model_def (distinct names let one program
+  /// link several models).
+  std::string entryPoint = "spark_model_definition";
+  /// --cflags: extra flags for the C code of ours built for the target (the
+  /// step driver; with --emit=exe the runner and runtime), e.g. -g.
+  std::vector<std::string> cflags;
 };
 
 /// One tensor of the weight pack.
