@@ -15,7 +15,7 @@ PACKAGES=(
   # Cross targets: arm64 (cross compiler, qemu) and hexagon (lld, qemu).
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static lld-22
   # The text layer: PCRE2 (split patterns), ICU (normalization), JSON reader.
-  libpcre2-dev libicu-dev nlohmann-json3-dev
+  libpcre2-dev libicu-dev nlohmann-json3-dev pkg-config
   # `file` identifies the executables --emit=exe writes (lit tests).
   file
   # Sanitizer runtimes for clang-22: the ASan/UBSan and TSan tests, fuzzing.

@@ -6,6 +6,7 @@
 // buildLibrary().
 //
 //===----------------------------------------------------------------------===//
+#include "spark/Codegen/DataFiles.h"
 #include "spark/Codegen/Emit.h"
 
 #include "llvm/Object/ArchiveWriter.h"
@@ -24,7 +25,7 @@ Error buildRuntimeLibrary(const TargetInfo &target, StringRef dir) {
     return createStringError(ec, "%s: %s", include.c_str(),
                              ec.message().c_str());
   for (const char *header : {"runtime.h", "model_abi.h", "pack_format.h"}) {
-    SmallString<256> from(SPARK_RUNTIME_INCLUDE_DIR), to(include);
+    SmallString<256> from(dataPath("runtime/include")), to(include);
     sys::path::append(from, "spark", header);
     sys::path::append(to, header);
     if (std::error_code ec = sys::fs::copy_file(from, to))
@@ -36,10 +37,10 @@ Error buildRuntimeLibrary(const TargetInfo &target, StringRef dir) {
   std::vector<StringRef> args = {target.cc, "-std=gnu11", "-O2"};
   for (const std::string &flag : target.cflags)
     args.push_back(flag);
-  std::string includeFlag = "-I" SPARK_RUNTIME_INCLUDE_DIR;
-  for (StringRef a : {StringRef(includeFlag), StringRef("-c"),
-                      StringRef(SPARK_RUNTIME_SOURCE), StringRef("-o"),
-                      StringRef(object)})
+  std::string includeFlag = "-I" + dataPath("runtime/include");
+  std::string source = dataPath("runtime/lib/runtime.c");
+  for (StringRef a : {StringRef(includeFlag), StringRef("-c"), StringRef(source),
+                      StringRef("-o"), StringRef(object)})
     args.push_back(a);
   std::string message;
   if (sys::ExecuteAndWait(target.cc, args, std::nullopt, {}, 0, 0, &message))

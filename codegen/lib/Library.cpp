@@ -1,4 +1,5 @@
 //===- Library.cpp - compile kernels and driver into a target's library ---===//
+#include "spark/Codegen/DataFiles.h"
 #include "spark/Codegen/Emit.h"
 
 #include "llvm/ObjCopy/ConfigManager.h"
@@ -12,6 +13,7 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <map>
 #include <set>
 
@@ -89,9 +91,9 @@ Error compileKernel(const TargetInfo &target, const KernelSpec &spec,
 /// Compiles C `source` to `object` with the target's compiler.
 Error compileC(const TargetInfo &target, StringRef source, StringRef object,
                ArrayRef<std::string> extraFlags, StringRef what) {
-  static const std::string includes[] = {
-      "-I" SPARK_RUNTIME_INCLUDE_DIR, "-I" SPARK_HALIDE_INCLUDE_DIR,
-      "-I" SPARK_TARGETS_DIR "/common/lib"};
+  const std::string includes[] = {"-I" + dataPath("runtime/include"),
+                                  "-I" SPARK_HALIDE_INCLUDE_DIR,
+                                  "-I" + dataPath("targets/common/lib")};
   std::vector<StringRef> args = {target.cc, "-std=gnu11", "-O2", "-Wall",
                                  "-Werror=implicit-function-declaration"};
   for (const std::string &flag : target.cflags)
@@ -215,6 +217,7 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
   const std::vector<TargetVariant> &variants = target.variants;
   std::vector<std::string> objects;
   size_t total = 0, done = 0;
+  const auto started = std::chrono::steady_clock::now();
   for (const KernelSpec &spec : plan.kernels)
     for (const TargetVariant &variant : variants)
       total += target.compilesKernel(variant, spec);
@@ -223,9 +226,19 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
       if (!target.compilesKernel(variant, spec))
         continue;
       ++done;
-      if (!plan.options.quiet)
-        errs() << formatv("[{0}/{1}] kernel {2} ({3})\n", done, total,
-                          spec.name(), variant.name);
+      if (!plan.options.quiet) {
+        // The time left, from the kernels done so far.
+        double elapsed = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - started)
+                             .count();
+        std::string left =
+            done > 1 ? formatv(", about {0:f0} s left",
+                               elapsed / double(done - 1) * double(total - done + 1))
+                           .str()
+                     : std::string();
+        errs() << formatv("[{0}/{1}] kernel {2} ({3}){4}\n", done, total,
+                          spec.name(), variant.name, left);
+      }
       std::string symbol = "spark_" + spec.name() + "_" + variant.name;
       std::string object = join(objDir, symbol + ".o");
       if (Error e = compileKernel(target, spec, variant,
@@ -325,10 +338,12 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
     std::vector<std::string> runnerFlags = userCFlags(plan.options);
     runnerFlags.push_back("-DSPARK_RUN_STATIC_MODEL");
     runnerFlags.push_back("-Dspark_model_definition=" + plan.options.entryPoint);
-    if (Error e = compileC(target, SPARK_RUNNER_SOURCE, runnerObject,
+    if (Error e = compileC(target, dataPath("tools/spark-run/spark-run.c"),
+                           runnerObject,
                            runnerFlags, "compiling spark-run"))
       return e;
-    if (Error e = compileC(target, SPARK_RUNTIME_SOURCE, runtimeObject,
+    if (Error e = compileC(target, dataPath("runtime/lib/runtime.c"),
+                           runtimeObject,
                            userCFlags(plan.options), "compiling the runtime"))
       return e;
     std::vector<std::string> exeObjects = {runnerObject, runtimeObject};

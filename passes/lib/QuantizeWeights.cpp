@@ -156,8 +156,13 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
         }
       if (bits == 0)
         continue; // kept in the build's dtype, like the head-gate projection
-      if (bits == 4 && type.getDimSize(1) % group != 0)
+      if (bits == 4 && type.getDimSize(1) % group != 0) {
         bits = 8;
+        weight.emitWarning()
+            << "spark-quantize-weights: " << weight.getSymName() << " has rows of "
+            << type.getDimSize(1) << " values, not a multiple of the 4-bit group of "
+            << group << ": kept at int8 per output channel (8 bits per weight)";
+      }
       weight.setType(RankedTensorType::get(type.getShape(),
                                            IntegerType::get(context, bits)));
       weight.setQuantAttr(bits == 4 ? QuantAttr::get(context, 4, group,

@@ -8,6 +8,7 @@
 // leaves no output behind; an existing output is replaced only on success.
 //
 //===----------------------------------------------------------------------===//
+#include "spark/Codegen/DataFiles.h"
 #include "spark/Codegen/Emit.h"
 #include "spark/Import/Importer.h"
 #include "spark/Passes/Passes.h"
@@ -410,7 +411,7 @@ public:
     if (std::error_code ec = sys::fs::make_absolute(out))
       return fail(outputPath + ": " + ec.message());
     sys::path::remove_dots(out, /*remove_dot_dot=*/true);
-    if (sys::fs::exists(out)) {
+    if (sys::fs::exists(out) && !isEmptyFolder(out)) {
       SmallString<256> manifest(out);
       sys::path::append(manifest, "manifest.json");
       if (!sys::fs::is_directory(out) || !sys::fs::exists(manifest))
@@ -430,6 +431,16 @@ public:
                                  "\"spark-compile ...\"); refusing to "
                                  "replace it");
     }
+    // -o a/b/c: the missing parent folders are made (and removed again,
+    // while still empty, if the build fails).
+    StringRef parent = sys::path::parent_path(out);
+    for (StringRef p = parent; !p.empty() && !sys::fs::exists(p);
+         p = sys::path::parent_path(p))
+      createdParents.push_back(p.str());
+    if (!createdParents.empty())
+      if (std::error_code ec = sys::fs::create_directories(parent))
+        return fail(outputPath + ": cannot create its parent folder " +
+                    parent + ": " + ec.message());
     SmallString<256> model(out);
     model += ".partial-%%%%%%";
     SmallString<256> created;
@@ -473,6 +484,7 @@ public:
                   ": cannot move the new build into place: " + ec.message());
     }
     staging.path.clear();
+    createdParents.clear();
     if (!previous.empty())
       sys::fs::remove_directories(previous);
     if (!quiet) {
@@ -487,9 +499,28 @@ public:
     return 0;
   }
 
+  ~OutputFolder() {
+    // A failed build: the staging folder goes first (TemporaryFolder), then
+    // the parents made for it, deepest first, while empty.
+    if (!staging.path.empty()) {
+      sys::fs::remove_directories(staging.path);
+      staging.path.clear();
+    }
+    for (const std::string &dir : createdParents)
+      sys::fs::remove(dir); // fails, harmlessly, on a non-empty folder
+  }
+
 private:
+  static bool isEmptyFolder(StringRef path) {
+    std::error_code ec;
+    sys::fs::directory_iterator it(path, ec);
+    return sys::fs::is_directory(path) && !ec &&
+           it == sys::fs::directory_iterator();
+  }
+
   SmallString<256> out;
   TemporaryFolder staging;
+  std::vector<std::string> createdParents; // deepest first
 };
 
 /// Writes `text` to `path` through a temporary name.
@@ -863,9 +894,17 @@ int main(int argc, char **argv) {
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
   mlir::registerDefaultTimingManagerCLOptions();
-  cl::ParseCommandLineOptions(argc, argv,
-                              "spark-compile: ahead-of-time compiler for "
-                              "Spark-X2.5 checkpoints\n");
+  // --help lists the compiler's own options; MLIR's (--mlir-timing,
+  // --mlir-print-ir-after-all, ...) still apply and --help-hidden lists
+  // them with LLVM's.
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "spark-compile: ahead-of-time compiler for Spark-X2.5 checkpoints\n\n"
+      "  spark-compile CHECKPOINT_DIR -o OUT [--target=host|spr|arm64|hexagon|"
+      "s25] [--quant=...]\n\n"
+      "MLIR's pass-manager and printing options (--mlir-timing, "
+      "--mlir-print-ir-after-all, ...) also apply; --help-hidden lists them.\n");
 
   {
     StringRef name = entryPoint;
@@ -945,6 +984,9 @@ int main(int argc, char **argv) {
   if (library && outputPath == "-")
     return fail("-o OUT is required: the folder to write the library, pack, "
                 "header and manifest into");
+  if (library)
+    if (Error e = spark::checkDataFiles())
+      return fail(toString(std::move(e)));
 
   spark::CheckpointOptions checkpointOptions;
   checkpointOptions.checkFinite = !skipFiniteCheck;
@@ -1032,6 +1074,13 @@ int main(int argc, char **argv) {
     return emitBundle(ranges, argc, argv);
 
   mlir::MLIRContext context;
+  // Warnings of the passes (MLIR prints only errors by default), once each.
+  context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
+    if (diag.getSeverity() != mlir::DiagnosticSeverity::Warning)
+      return mlir::failure(); // errors: the default printing
+    WithColor::warning(errs(), "spark-compile") << diag.str() << "\n";
+    return mlir::success();
+  });
   spark::ImportOptions importOptions;
   importOptions.maxContext = maxContext;
   importOptions.decomposed = importForm == ImportForm::Decomposed;

@@ -1,5 +1,6 @@
 //===- Arm64Target.cpp - variants, microkernels and toolchain of arm64 ----===//
 #include "spark/Targets/Arm64.h"
+#include "spark/Codegen/DataFiles.h"
 #include "spark/Targets/CpuSchedules.h"
 
 using namespace Halide;
@@ -55,7 +56,7 @@ TargetInfo arm64Target() {
   t.cc = SPARK_ARM64_CC;
   t.cflags = {"-fPIC"};
   t.exeFlags = {"-static"};
-  t.microkernelDir = SPARK_TARGETS_DIR "/arm64/lib";
+  t.microkernelDir = dataPath("targets/arm64/lib");
   t.cpuPrelude = "#include <sys/auxv.h>\n#include <asm/hwcap.h>\n"
                  "static unsigned long spark_hwcap;\n";
   t.cpuInit = "spark_hwcap = getauxval(AT_HWCAP);";

@@ -1,5 +1,6 @@
 //===- HexagonTarget.cpp - variants, microkernels and toolchain of hexagon ===//
 #include "spark/Targets/Hexagon.h"
+#include "spark/Codegen/DataFiles.h"
 #include "spark/Targets/CpuSchedules.h"
 
 using namespace Halide;
@@ -42,12 +43,12 @@ TargetInfo hexagonTarget() {
   t.cflags = {"--target=hexagon-unknown-none-elf", "-mv66", "-mhvx",
               "-mhvx-length=128B", "-ffreestanding", "-fno-builtin",
               "-nostdinc", "-isystem", SPARK_CLANG_RESOURCE_INCLUDE,
-              "-isystem", SPARK_TARGETS_DIR "/hexagon/libc/include"};
+              "-isystem", dataPath("targets/hexagon/libc/include")};
   t.exeFlags = {"--target=hexagon-unknown-none-elf", "-mv66", "-nostdlib",
                 "-static", "-fuse-ld=lld", "--ld-path=" SPARK_HEXAGON_LD};
-  t.exeSources = {SPARK_TARGETS_DIR "/hexagon/libc/freestanding.c"};
+  t.exeSources = {dataPath("targets/hexagon/libc/freestanding.c")};
   t.exeLibs = {};
-  t.microkernelDir = SPARK_TARGETS_DIR "/hexagon/lib";
+  t.microkernelDir = dataPath("targets/hexagon/lib");
   t.cpuInit = "";
   t.unsupportedMessage = "this library needs a Hexagon v66+ core with HVX";
   t.native = false;

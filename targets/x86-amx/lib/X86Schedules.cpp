@@ -1,4 +1,5 @@
 //===- X86Schedules.cpp - x86 schedules of the spark kernels --------------===//
+#include "spark/Codegen/DataFiles.h"
 #include "spark/Targets/CpuSchedules.h"
 #include "spark/Targets/X86.h"
 
@@ -315,7 +316,7 @@ TargetInfo x86Target(const std::string &name, const std::string &matrixKernel) {
   t.cc = SPARK_CLANG;
   t.cflags = {"-fPIC"};
   t.exeFlags = {"-static"};
-  t.microkernelDir = SPARK_TARGETS_DIR "/x86-amx/lib";
+  t.microkernelDir = dataPath("targets/x86-amx/lib");
   t.cpuPrelude = "#include <cpuid.h>\n";
   if (t.matrixTiles()) {
     t.cpuPrelude += kAmxCheck;
