@@ -16,6 +16,8 @@ PACKAGES=(
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static lld-22
   # The text layer: PCRE2 (split patterns), ICU (normalization), JSON reader.
   libpcre2-dev libicu-dev nlohmann-json3-dev pkg-config
+  # examples/phone-agent reads uiautomator XML with expat.
+  libexpat1-dev
   # `file` identifies the executables --emit=exe writes (lit tests).
   file
   # Sanitizer runtimes for clang-22: the ASan/UBSan and TSan tests, fuzzing.
