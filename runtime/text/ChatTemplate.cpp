@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -914,8 +916,12 @@ struct NegExpr : Expr {
   bool minus = true;
   Value eval(Context &c) const override {
     Value v = e->eval(c);
-    if (v.k == Value::K::Int)
+    if (v.k == Value::K::Int) {
+      if (minus && v.i == INT64_MIN)
+        fail(line, "integer overflow in unary -: Python's integers are unbounded, the "
+                   "template interpreter's have 64 bits");
       return Value::integer(minus ? -v.i : v.i);
+    }
     if (v.k == Value::K::Float)
       return Value::real(minus ? -v.f : v.f);
     fail(line, "unary minus on " + pyRepr(v));
@@ -1002,9 +1008,28 @@ Value binaryOp(const std::string &op, const Value &x, const Value &y, int line) 
   bool ints = x.k != Value::K::Float && y.k != Value::K::Float;
   int64_t xi = x.k == Value::K::Bool ? x.b : x.i, yi = y.k == Value::K::Bool ? y.b : y.i;
   double xf = x.number(), yf = y.number();
-  if (op == "+") return ints ? Value::integer(xi + yi) : Value::real(xf + yf);
-  if (op == "-") return ints ? Value::integer(xi - yi) : Value::real(xf - yf);
-  if (op == "*") return ints ? Value::integer(xi * yi) : Value::real(xf * yf);
+  // Python's integers are unbounded; these have 64 bits, and say so where
+  // a result leaves them (templates do not count that high).
+  auto overflow = [&]() {
+    fail(line, "integer overflow in " + op + ": Python's integers are unbounded, the "
+                                             "template interpreter's have 64 bits");
+  };
+  int64_t r64 = 0;
+  if (op == "+") {
+    if (!ints) return Value::real(xf + yf);
+    if (__builtin_add_overflow(xi, yi, &r64)) overflow();
+    return Value::integer(r64);
+  }
+  if (op == "-") {
+    if (!ints) return Value::real(xf - yf);
+    if (__builtin_sub_overflow(xi, yi, &r64)) overflow();
+    return Value::integer(r64);
+  }
+  if (op == "*") {
+    if (!ints) return Value::real(xf * yf);
+    if (__builtin_mul_overflow(xi, yi, &r64)) overflow();
+    return Value::integer(r64);
+  }
   if (op == "/") {
     if (yf == 0) fail(line, "division by zero");
     return Value::real(xf / yf);
@@ -1012,6 +1037,7 @@ Value binaryOp(const std::string &op, const Value &x, const Value &y, int line) 
   if (op == "//" || op == "%") {
     if (yf == 0) fail(line, "division by zero");
     if (ints) {
+      if (xi == INT64_MIN && yi == -1) overflow();
       int64_t q = xi / yi, r = xi % yi;
       if (r != 0 && ((r < 0) != (yi < 0))) { --q; r += yi; }
       return Value::integer(op == "//" ? q : r);
@@ -1019,7 +1045,18 @@ Value binaryOp(const std::string &op, const Value &x, const Value &y, int line) 
     double q = std::floor(xf / yf);
     return Value::real(op == "//" ? q : xf - q * yf);
   }
-  if (op == "**") return ints && yi >= 0 ? Value::integer(int64_t(std::pow(xf, yf))) : Value::real(std::pow(xf, yf));
+  if (op == "**") {
+    if (!ints || yi < 0)
+      return Value::real(std::pow(xf, yf));
+    if (xi == 0 || xi == 1)
+      return Value::integer(yi == 0 ? 1 : xi);
+    if (xi == -1)
+      return Value::integer(yi % 2 == 0 ? 1 : -1);
+    int64_t power = 1; // |xi| >= 2: at most 63 steps before an overflow
+    for (int64_t k = 0; k < yi; ++k)
+      if (__builtin_mul_overflow(power, xi, &power)) overflow();
+    return Value::integer(power);
+  }
   fail(line, "unknown operator " + op);
 }
 
@@ -1635,8 +1672,14 @@ std::vector<Token> lexExpr(const std::string &s, int line) {
       Token t{isFloat ? Token::Float : Token::Int, num};
       if (isFloat)
         t.f = std::strtod(num.c_str(), nullptr);
-      else
+      else {
+        errno = 0;
         t.i = std::strtoll(num.c_str(), nullptr, 10);
+        if (errno == ERANGE)
+          throw RenderError{line, "integer literal " + num.substr(0, 40) +
+                                      " is out of range (the template interpreter's "
+                                      "integers have 64 bits)"};
+      }
       out.push_back(t);
       i = j;
       continue;

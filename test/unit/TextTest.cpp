@@ -1,4 +1,5 @@
 //===- TextTest.cpp - the text layer's units ------------------------------===//
+#include "ChatTemplate.h"
 #include "Tokenizer.h"
 #include "spark/text.h"
 
@@ -419,4 +420,30 @@ TEST(ToolGrammar, ToolsFileErrorsNameTheField) {
     EXPECT_NE(std::string(e.what()).find("tools.json: [0].name: 'a b'"), std::string::npos)
         << e.what();
   }
+}
+
+// Template arithmetic has 64-bit integers (Python's are unbounded): a
+// result that leaves them is an error naming the line, never undefined
+// behaviour (fuzz-chat_template found "-(-9223372036854775807) - ..." under
+// UBSan; kept as corpus/chat_template/regression-integer-overflow).
+TEST(ChatTemplate, IntegerOverflowIsAnErrorNamingTheLine) {
+  auto render = [](const std::string &source) {
+    try {
+      return spark::text::ChatTemplate::parse(source, "t.jinja")->render("{}");
+    } catch (const TextError &e) {
+      return std::string("error: ") + e.what();
+    }
+  };
+  EXPECT_EQ(render("{{ 2 ** 62 - 1 + 2 ** 62 }}"), "9223372036854775807");
+  EXPECT_EQ(render("{{ -7 // 2 }} {{ -7 % 2 }} {{ (-1) ** 1000000000000 }} {{ 3 ** 0 }}"),
+            "-4 1 1 1");
+  for (const char *overflow :
+       {"{{ 9223372036854775807 + 1 }}", "\n{{ -9223372036854775807 - 2 }}",
+        "{{ 4611686018427387904 * 2 }}", "{{ 3 ** 40 }}",
+        "{{ -(-9223372036854775807 - 1) }}", "{{ (-9223372036854775807 - 1) // -1 }}"}) {
+    std::string out = render(overflow);
+    EXPECT_NE(out.find("integer overflow"), std::string::npos) << overflow << ": " << out;
+    EXPECT_NE(out.find("t.jinja"), std::string::npos) << out;
+  }
+  EXPECT_NE(render("{{ 99999999999999999999 }}").find("out of range"), std::string::npos);
 }
