@@ -6,7 +6,19 @@
 #include "spark/Dialect/SparkDialect.h"
 #include "spark/Passes/Passes.h"
 
+#include "llvm/Support/CommandLine.h"
+
 int main(int argc, char **argv) {
+  // --help shows the driver's and MLIR's options and the passes: the
+  // options LLVM's libraries register at load time (code generators such
+  // as --amdgpu-*) are hidden (--help-hidden lists them).
+  for (auto &entry : llvm::cl::getRegisteredOptions()) {
+    llvm::StringRef name = entry.first;
+    if (name != "help" && name != "help-hidden" && name != "help-list" &&
+        name != "help-list-hidden" && name != "version" && name != "print-options" &&
+        name != "print-all-options")
+      entry.second->setHiddenFlag(llvm::cl::Hidden);
+  }
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
