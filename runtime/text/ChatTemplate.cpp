@@ -1746,12 +1746,33 @@ std::vector<Token> lexExpr(const std::string &s, int line) {
 // Parser
 //===----------------------------------------------------------------------===//
 
+// Bounds that keep a hostile template from exhausting the stack (parsing,
+// evaluating and freeing a tree recurse over its depth); real templates stay
+// far below them.
+constexpr size_t kMaxExpressionTokens = 4096;
+constexpr int kMaxNesting = 128;
+
 class ExprParser {
 public:
-  ExprParser(std::vector<Token> toks, int line) : t(std::move(toks)), line(line) {}
+  ExprParser(std::vector<Token> toks, int line) : t(std::move(toks)), line(line) {
+    if (t.size() > kMaxExpressionTokens)
+      throw RenderError{line, "an expression of " + std::to_string(t.size()) +
+                                  " tokens; at most " + std::to_string(kMaxExpressionTokens)};
+  }
   std::vector<Token> t;
   size_t p = 0;
   int line;
+  int depth = 0; // nesting of the expression being parsed
+
+  /// Counts one level of nesting while alive.
+  struct Nest {
+    ExprParser &parser;
+    explicit Nest(ExprParser &parser) : parser(parser) {
+      if (++parser.depth > kMaxNesting)
+        parser.error("expression nested more than " + std::to_string(kMaxNesting) + " deep");
+    }
+    ~Nest() { --parser.depth; }
+  };
 
   const Token &peek(size_t k = 0) const { return t[std::min(p + k, t.size() - 1)]; }
   bool isOp(const char *op, size_t k = 0) const { return peek(k).t == Token::Op && peek(k).s == op; }
@@ -1818,6 +1839,7 @@ public:
   }
   ExprP parseNot() {
     if (isName("not")) {
+      Nest nest(*this);
       ++p;
       auto n = make<NotExpr>();
       n->e = parseNot();
@@ -1884,6 +1906,7 @@ public:
     return e;
   }
   ExprP parseUnary(bool withFilter = true) {
+    Nest nest(*this); // parentheses, lists and dicts come through here too
     if (isOp("-") || isOp("+")) {
       bool minus = isOp("-");
       ++p;
@@ -2101,10 +2124,20 @@ class TemplateParser {
 public:
   std::vector<Piece> pieces;
   size_t k = 0;
+  int nesting = 0; // blocks open around the body being parsed
 
   /// Parses nodes until a block tag whose first word is in `stops`.
   std::vector<NodeP> parseBody(const std::vector<std::string> &stops, std::string *stoppedAt,
                                std::unique_ptr<ExprParser> *stopParser) {
+    struct Nest {
+      int &n;
+      Nest(int &n, int line) : n(n) {
+        if (++n > kMaxNesting)
+          throw RenderError{line, "blocks nested more than " + std::to_string(kMaxNesting) +
+                                      " deep"};
+      }
+      ~Nest() { --n; }
+    } nest(nesting, k < pieces.size() ? pieces[k].line : 0);
     std::vector<NodeP> body;
     while (k < pieces.size()) {
       Piece &pc = pieces[k];

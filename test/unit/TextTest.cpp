@@ -447,3 +447,37 @@ TEST(ChatTemplate, IntegerOverflowIsAnErrorNamingTheLine) {
   }
   EXPECT_NE(render("{{ 99999999999999999999 }}").find("out of range"), std::string::npos);
 }
+
+// Nesting is bounded so that a hostile template cannot exhaust the stack
+// (fuzz-chat_template overflowed it with thousands of '['; kept as
+// corpus/chat_template/regression-deep-nesting).
+TEST(ChatTemplate, DeepNestingIsAnErrorNotAStackOverflow) {
+  auto repeat = [](const std::string &s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i)
+      out += s;
+    return out;
+  };
+  auto render = [](const std::string &source) {
+    try {
+      return spark::text::ChatTemplate::parse(source, "t.jinja")->render("{}");
+    } catch (const TextError &e) {
+      return std::string("error: ") + e.what();
+    }
+  };
+  EXPECT_EQ(render("{{ " + std::string(100, '(') + "1" + std::string(100, ')') + " }}"), "1");
+  for (const std::string &deep :
+       {"{{ " + std::string(2000, '[') + " }}", "{{ " + std::string(3000, '(') + "1 }}",
+        "{{ " + std::string(1000, '-') + "1 }}", "{{ " + repeat("not ", 1000) + "1 }}"}) {
+    std::string out = render(deep);
+    EXPECT_NE(out.find("nested more than 128 deep"), std::string::npos) << out.substr(0, 200);
+  }
+  std::string manyIfs;
+  for (int i = 0; i < 1000; ++i)
+    manyIfs += "{% if true %}";
+  EXPECT_NE(render(manyIfs).find("blocks nested more than 128 deep"), std::string::npos);
+  std::string longSum = "{{ 1";
+  for (int i = 0; i < 3000; ++i)
+    longSum += " + 1";
+  EXPECT_NE(render(longSum + " }}").find("tokens; at most 4096"), std::string::npos);
+}
