@@ -52,6 +52,22 @@ void setError(char *error, size_t bytes, const char *message) {
   std::strncpy(error, message, bytes - 1);
   error[bytes - 1] = '\0';
 }
+/// Runs `body`, which returns a status, and turns what it throws into one:
+/// std::bad_alloc is SPARK_TEXT_ERROR_OUT_OF_MEMORY, any other exception
+/// `failure`, with its message in `error`. Nothing crosses the C interface.
+template <typename Body>
+spark_text_status guarded(spark_text_status failure, char *error, size_t errorBytes,
+                          Body &&body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc &) {
+    setError(error, errorBytes, "out of memory");
+    return SPARK_TEXT_ERROR_OUT_OF_MEMORY;
+  } catch (const std::exception &e) {
+    setError(error, errorBytes, e.what());
+    return failure;
+  }
+}
 } // namespace
 
 extern "C" {
@@ -79,20 +95,11 @@ spark_text_status spark_tokenizer_open(const char *path, spark_tokenizer **out,
   if (!path || !out)
     return SPARK_TEXT_ERROR_INVALID_ARGUMENT;
   *out = nullptr;
-  try {
+  return guarded(SPARK_TEXT_ERROR_FILE, error, error_bytes, [&] {
     auto t = Tokenizer::load(path);
     *out = new spark_tokenizer{std::move(t)};
     return SPARK_TEXT_OK;
-  } catch (const TextError &e) {
-    setError(error, error_bytes, e.what());
-    return SPARK_TEXT_ERROR_FILE;
-  } catch (const std::bad_alloc &) {
-    setError(error, error_bytes, "out of memory");
-    return SPARK_TEXT_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception &e) {
-    setError(error, error_bytes, e.what());
-    return SPARK_TEXT_ERROR_FILE;
-  }
+  });
 }
 
 void spark_tokenizer_close(spark_tokenizer *t) { delete t; }
@@ -103,19 +110,15 @@ spark_text_status spark_tokenizer_encode(const spark_tokenizer *t,
                                          size_t capacity, size_t *out_count) {
   if (!t || (!text && len) || !out_count || (!ids && capacity))
     return SPARK_TEXT_ERROR_INVALID_ARGUMENT;
-  try {
+  // Throws for a character without a token in a vocabulary without unk.
+  return guarded(SPARK_TEXT_ERROR_TOKEN_OUT_OF_RANGE, nullptr, 0, [&] {
     auto v = t->impl->encode(std::string_view(text ? text : "", len), add_special);
     *out_count = v.size();
     if (v.size() > capacity)
       return SPARK_TEXT_ERROR_TOO_SMALL;
     std::copy(v.begin(), v.end(), ids);
     return SPARK_TEXT_OK;
-  } catch (const std::bad_alloc &) {
-    return SPARK_TEXT_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception &) {
-    // A character without a token in a vocabulary without unk.
-    return SPARK_TEXT_ERROR_TOKEN_OUT_OF_RANGE;
-  }
+  });
 }
 
 spark_text_status spark_tokenizer_decode(const spark_tokenizer *t,
@@ -124,18 +127,14 @@ spark_text_status spark_tokenizer_decode(const spark_tokenizer *t,
                                          size_t capacity, size_t *out_len) {
   if (!t || (!ids && n) || !out_len || (!text && capacity))
     return SPARK_TEXT_ERROR_INVALID_ARGUMENT;
-  try {
+  return guarded(SPARK_TEXT_ERROR_TOKEN_OUT_OF_RANGE, nullptr, 0, [&] {
     std::string s = t->impl->decode(std::vector<int32_t>(ids, ids + n), skip_special);
     *out_len = s.size();
     if (s.size() > capacity)
       return SPARK_TEXT_ERROR_TOO_SMALL;
     std::memcpy(text, s.data(), s.size());
     return SPARK_TEXT_OK;
-  } catch (const std::bad_alloc &) {
-    return SPARK_TEXT_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception &) {
-    return SPARK_TEXT_ERROR_TOKEN_OUT_OF_RANGE;
-  }
+  });
 }
 
 int32_t spark_tokenizer_vocab_size(const spark_tokenizer *t) {
@@ -169,16 +168,14 @@ spark_text_status spark_decode_stream_push(spark_decode_stream *s, int32_t id,
   if (!s || !out_text)
     return SPARK_TEXT_ERROR_INVALID_ARGUMENT;
   s->text.clear();
-  try {
+  *out_text = "";
+  spark_text_status status = guarded(SPARK_TEXT_ERROR_TOKEN_OUT_OF_RANGE, nullptr, 0, [&] {
     s->stream.push(id, s->text);
-  } catch (const std::bad_alloc &) {
-    return SPARK_TEXT_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception &) {
-    *out_text = "";
-    return SPARK_TEXT_ERROR_TOKEN_OUT_OF_RANGE;
-  }
-  *out_text = s->text.c_str();
-  return SPARK_TEXT_OK;
+    return SPARK_TEXT_OK;
+  });
+  if (status == SPARK_TEXT_OK)
+    *out_text = s->text.c_str();
+  return status;
 }
 
 spark_text_status spark_decode_stream_flush(spark_decode_stream *s,
@@ -244,7 +241,7 @@ spark_text_status spark_chat_template_open(const char *dir, const char *template
   if (!dir || !out)
     return SPARK_TEXT_ERROR_INVALID_ARGUMENT;
   *out = nullptr;
-  try {
+  return guarded(SPARK_TEXT_ERROR_FILE, error, error_bytes, [&] {
     auto t = std::make_unique<spark_chat_template>();
     if (template_file) {
       std::ifstream in(template_file, std::ios::binary);
@@ -266,13 +263,7 @@ spark_text_status spark_chat_template_open(const char *dir, const char *template
     t->impl = ChatTemplate::parse(t->config.source, t->config.origin);
     *out = t.release();
     return SPARK_TEXT_OK;
-  } catch (const std::bad_alloc &) {
-    setError(error, error_bytes, "out of memory");
-    return SPARK_TEXT_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception &e) {
-    setError(error, error_bytes, e.what());
-    return SPARK_TEXT_ERROR_FILE;
-  }
+  });
 }
 
 void spark_chat_template_close(spark_chat_template *t) { delete t; }
@@ -283,7 +274,7 @@ spark_text_status spark_chat_template_render(const spark_chat_template *t,
   if (!t || !variables_json || !out_text)
     return SPARK_TEXT_ERROR_INVALID_ARGUMENT;
   *out_text = nullptr;
-  try {
+  return guarded(SPARK_TEXT_ERROR_INVALID_ARGUMENT, error, error_bytes, [&] {
     std::string text = t->impl->render(
         withSpecialTokens(variables_json, "the template variables", t->config));
     char *copy = static_cast<char *>(std::malloc(text.size() + 1));
@@ -292,12 +283,7 @@ spark_text_status spark_chat_template_render(const spark_chat_template *t,
     std::memcpy(copy, text.c_str(), text.size() + 1);
     *out_text = copy;
     return SPARK_TEXT_OK;
-  } catch (const std::bad_alloc &) {
-    return SPARK_TEXT_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception &e) {
-    setError(error, error_bytes, e.what());
-    return SPARK_TEXT_ERROR_INVALID_ARGUMENT;
-  }
+  });
 }
 
 spark_text_status spark_tool_parser_create(size_t think_budget, spark_tool_parser **out) {
@@ -312,29 +298,25 @@ void spark_tool_parser_destroy(spark_tool_parser *p) { delete p; }
 spark_text_status spark_tool_parser_feed(spark_tool_parser *p, const char *text, size_t len) {
   if (!p || (!text && len))
     return SPARK_TEXT_ERROR_INVALID_ARGUMENT;
-  try {
+  return guarded(SPARK_TEXT_ERROR_INVALID_ARGUMENT, nullptr, 0, [&] {
     std::vector<ToolEvent> events;
     p->impl.feed(std::string_view(text ? text : "", len), events);
     for (auto &e : events)
       p->pending.push_back(std::move(e));
     return SPARK_TEXT_OK;
-  } catch (const std::bad_alloc &) {
-    return SPARK_TEXT_ERROR_OUT_OF_MEMORY;
-  }
+  });
 }
 
 spark_text_status spark_tool_parser_finish(spark_tool_parser *p) {
   if (!p)
     return SPARK_TEXT_ERROR_INVALID_ARGUMENT;
-  try {
+  return guarded(SPARK_TEXT_ERROR_INVALID_ARGUMENT, nullptr, 0, [&] {
     std::vector<ToolEvent> events;
     p->impl.finish(events);
     for (auto &e : events)
       p->pending.push_back(std::move(e));
     return SPARK_TEXT_OK;
-  } catch (const std::bad_alloc &) {
-    return SPARK_TEXT_ERROR_OUT_OF_MEMORY;
-  }
+  });
 }
 
 int spark_tool_parser_next(spark_tool_parser *p, spark_tool_event *out) {
@@ -358,7 +340,7 @@ spark_text_status spark_tool_grammar_create(const spark_tokenizer *tokenizer,
   if (!tokenizer || !tools_json || !out || (!end_tokens && num_end_tokens))
     return SPARK_TEXT_ERROR_INVALID_ARGUMENT;
   *out = nullptr;
-  try {
+  return guarded(SPARK_TEXT_ERROR_INVALID_ARGUMENT, error, error_bytes, [&] {
     auto tools = parseToolSpecs(tools_json, "tools");
     auto g = std::make_unique<spark_tool_grammar>();
     g->impl = std::make_unique<ToolGrammar>(
@@ -367,12 +349,7 @@ spark_text_status spark_tool_grammar_create(const spark_tokenizer *tokenizer,
         think_budget);
     *out = g.release();
     return SPARK_TEXT_OK;
-  } catch (const std::bad_alloc &) {
-    return SPARK_TEXT_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception &e) {
-    setError(error, error_bytes, e.what());
-    return SPARK_TEXT_ERROR_INVALID_ARGUMENT;
-  }
+  });
 }
 
 void spark_tool_grammar_destroy(spark_tool_grammar *g) { delete g; }
