@@ -37,14 +37,17 @@ size_t partialSuffix(std::string_view s, std::string_view tag) {
   return 0;
 }
 
-bool looksLikeJsonScalar(const std::string &v) {
-  if (v == "true" || v == "false" || v == "null")
-    return true;
-  if (v.empty())
-    return false;
-  char *end = nullptr;
-  std::strtod(v.c_str(), &end);
-  return *end == '\0' && (std::isdigit(static_cast<unsigned char>(v[0])) || v[0] == '-');
+/// An argument value as JSON: a number, true, false or null when the text
+/// is exactly one in JSON's own syntax ("06", "0x1F" and "inf" are not:
+/// they stay strings), else the string.
+ojson argumentValue(const std::string &v) {
+  if (v.empty() || !(std::isdigit(static_cast<unsigned char>(v[0])) || v[0] == '-' ||
+                     v == "true" || v == "false" || v == "null"))
+    return ojson(v);
+  ojson j = ojson::parse(v, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !(j.is_number() || j.is_boolean() || j.is_null()))
+    return ojson(v);
+  return j;
 }
 
 std::string jsonValueText(const ojson &v) {
@@ -55,7 +58,7 @@ std::string jsonValueText(const ojson &v) {
 std::string ToolCall::argumentsJson() const {
   ojson o = ojson::object();
   for (auto &[k, v] : arguments)
-    o[k] = looksLikeJsonScalar(v) ? ojson::parse(v) : ojson(v);
+    o[k] = argumentValue(v);
   // Model output may hold invalid UTF-8 (the C API takes any bytes).
   return o.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }

@@ -300,6 +300,20 @@ TEST(ToolCallParser, InvalidUtf8InAnArgumentIsReplacedInJson) {
   EXPECT_EQ(ev[0].call.argumentsJson(), "{\"t\xEF\xBF\xBD\":\"a\xEF\xBF\xBD\"}");
 }
 
+TEST(ToolCallParser, ValuesThatAreNotJsonScalarsStayStrings) {
+  // Found by fuzz-tool_calls in CI: "06" passed strtod but is no JSON
+  // number, and the JSON parser's exception ended the process.
+  auto ev = parse("<tool_call>tap<arg_key>a</arg_key><arg_value>06</arg_value><arg_key>b"
+                  "</arg_key><arg_value>0x1F</arg_value><arg_key>c</arg_key><arg_value>-inf"
+                  "</arg_value><arg_key>d</arg_key><arg_value>-2.5e3</arg_value><arg_key>e"
+                  "</arg_key><arg_value>true</arg_value><arg_key>f</arg_key><arg_value>7"
+                  "</arg_value></tool_call>", 5);
+  ASSERT_EQ(kinds(ev), "K");
+  EXPECT_EQ(ev[0].call.argumentsJson(),
+            "{\"a\":\"06\",\"b\":\"0x1F\",\"c\":\"-inf\",\"d\":-2500.0,\"e\":true,"
+            "\"f\":7}");
+}
+
 TEST(ToolCallParser, CallWithoutNameIsKeptAsText) {
   auto ev = parse("<tool_call><arg_key>a</arg_key></tool_call>", 1);
   ASSERT_EQ(kinds(ev), "RC");
