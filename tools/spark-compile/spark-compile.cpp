@@ -499,17 +499,6 @@ public:
     return 0;
   }
 
-  ~OutputFolder() {
-    // A failed build: the staging folder goes first (TemporaryFolder), then
-    // the parents made for it, deepest first, while empty.
-    if (!staging.path.empty()) {
-      sys::fs::remove_directories(staging.path);
-      staging.path.clear();
-    }
-    for (const std::string &dir : createdParents)
-      sys::fs::remove(dir); // fails, harmlessly, on a non-empty folder
-  }
-
 private:
   static bool isEmptyFolder(StringRef path) {
     std::error_code ec;
@@ -518,9 +507,19 @@ private:
            it == sys::fs::directory_iterator();
   }
 
+  /// Parent folders made for OUT, deepest first: removed, while empty,
+  /// when a failed build ends. Declared before `staging`, so that the
+  /// staging folder inside them is gone first.
+  struct CreatedFolders : std::vector<std::string> {
+    ~CreatedFolders() {
+      for (const std::string &dir : *this)
+        sys::fs::remove(dir); // fails, harmlessly, on a non-empty folder
+    }
+  };
+
   SmallString<256> out;
+  CreatedFolders createdParents;
   TemporaryFolder staging;
-  std::vector<std::string> createdParents; // deepest first
 };
 
 /// Writes `text` to `path` through a temporary name.

@@ -67,7 +67,7 @@ std::string argument(const json &args, const char *key) {
 } // namespace
 
 bool Agent::act(const ToolCall &call, const std::vector<std::pair<int, int>> &targets,
-                std::string &note, std::string &error) {
+                std::string &note) {
   const json &a = call.arguments;
   const std::string &name = call.name;
   if (name == "tap") {
@@ -90,7 +90,6 @@ bool Agent::act(const ToolCall &call, const std::vector<std::pair<int, int>> &ta
     return device.openApp(argument(a, "name"), note);
   note = "There is no tool named '" + name +
          "'; the tools are tap, type_text, swipe, press_key, open_app, task_complete.";
-  (void)error;
   return true;
 }
 
@@ -138,8 +137,8 @@ RunResult Agent::run(const std::string &task, const std::function<void(int)> &on
         onStep(i);
       return result;
     }
-    if (!act(step.call, targets, step.note, error)) {
-      result.failure = "device: " + error;
+    if (!act(step.call, targets, step.note)) {
+      result.failure = "device: " + step.note;
       result.steps.push_back(step);
       return result;
     }

@@ -83,7 +83,7 @@ private:
   /// Performs `call`; false on a device failure. `note` tells the model
   /// what went wrong with an action that did nothing.
   bool act(const ToolCall &call, const std::vector<std::pair<int, int>> &targets,
-           std::string &note, std::string &error);
+           std::string &note);
 
   Model &model;
   Device &device;

@@ -132,7 +132,10 @@ bool SparkModel::reply(const nlohmann::json &messages, std::string &text, std::s
   if (grammar)
     spark_tool_grammar_reset(grammar);
   std::vector<float> masked(static_cast<size_t>(vocab));
-  int thinking = -1; // tokens inside <think>, -1 before it opens
+  // Tokens inside <think>: -1 before it opens (or after it closed), then
+  // counted; only the text since the last look is searched.
+  int thinking = -1;
+  size_t searched = 0;
   for (int i = 0; i < options.maxTokens; ++i) {
     const float *logits;
     if (spark_session_logits(session, &logits) != SPARK_OK) {
@@ -161,14 +164,20 @@ bool SparkModel::reply(const nlohmann::json &messages, std::string &text, std::s
     text += piece;
     if (!feed({next}, error))
       return false;
-    if (text.find("<think>") != std::string::npos && text.find("</think>") == std::string::npos)
+    size_t from = searched > 8 ? searched - 8 : 0; // a tag split across pieces
+    searched = text.size();
+    if (thinking == -1 && text.find("<think>", from) != std::string::npos)
+      thinking = 0;
+    else if (thinking >= 0 && text.find("</think>", from) != std::string::npos)
+      thinking = -2; // closed: never counted again
+    if (thinking >= 0)
       ++thinking;
     // The thinking budget: close the block and let the model go on.
     if (!grammar && options.thinkTokens > 0 && thinking >= options.thinkTokens) {
       text += "</think>";
       if (!feed(thinkClose, error))
         return false;
-      thinking = -1;
+      thinking = -2; // closed by the budget
     }
   }
   return true;
