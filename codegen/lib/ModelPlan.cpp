@@ -12,9 +12,13 @@
 #include "llvm/Support/Parallel.h"
 
 #include <array>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <map>
+
+#if defined(__SSE__)
+#include <immintrin.h>
+#endif
 
 using namespace mlir;
 
@@ -81,15 +85,31 @@ inline double sum4(Float4 v) {
   return (double(v[0]) + double(v[1])) + (double(v[2]) + double(v[3]));
 }
 
+/// max(v, bound) and min(v, bound) as int4Code's std::max / std::min take
+/// them (v is finite, never -0 where bound is 0): one instruction each on
+/// x86 (the select form compiles to four).
+inline Float4 atLeast(Float4 v, float bound) {
+#if defined(__SSE__)
+  return Float4(_mm_max_ps(__m128(v), _mm_set1_ps(bound)));
+#else
+  return v < splat(bound) ? splat(bound) : v;
+#endif
+}
+
+inline Float4 atMost(Float4 v, float bound) {
+#if defined(__SSE__)
+  return Float4(_mm_min_ps(__m128(v), _mm_set1_ps(bound)));
+#else
+  return v > splat(bound) ? splat(bound) : v;
+#endif
+}
+
 /// int4Code on four values (the same operations, so the same codes).
 inline Float4 int4Codes(Float4 value, Float4 inverse, Float4 zero) {
-  Float4 x = value * inverse + zero;
-  x = x < splat(-1.0f) ? splat(-1.0f) : x;
-  x = x > splat(16.0f) ? splat(16.0f) : x;
+  Float4 x = atMost(atLeast(value * inverse + zero, -1.0f), 16.0f);
   const Float4 magic = splat(12582912.0f);
   Float4 code = (x + magic) - magic;
-  code = code < splat(0.0f) ? splat(0.0f) : code;
-  return code > splat(15.0f) ? splat(15.0f) : code;
+  return atMost(atLeast(code, 0.0f), 15.0f);
 }
 
 struct GroupSearch {
@@ -263,32 +283,48 @@ void PackTensor::releaseValues(int64_t first, int64_t count) const {
   }
 }
 
-int PackTensor::code4(int64_t row, int64_t col) const {
-  int64_t groups = codeCols / group;
-  const Int4Group g{groupScales[row * groups + col / group],
-                    groupZeros[row * groups + col / group]};
-  return quantizeInt4(value(row * codeCols + col), g);
-}
-
-float PackTensor::element(int64_t i) const {
-  if (group > 0) { // a byte of two 4-bit codes
-    int64_t row = i / (codeCols / 2), pair = i % (codeCols / 2);
-    return float(code4(row, 2 * pair) + 16 * code4(row, 2 * pair + 1));
-  }
-  if (!rowScales.empty()) // a code: the value over its row's scale
-    return value(i) / rowScales[i / shape.back()];
-  return value(i);
-}
-
-float PackTensor::value(int64_t i) const {
+void PackTensor::readValues(int64_t first, int64_t count, float *out) const {
   if (source)
-    return source->element(i);
+    return source->elements(first, count, out);
+  int64_t partStart = 0;
   for (const TensorView *part : parts) {
-    if (i < part->numElements())
-      return part->element(i);
-    i -= part->numElements();
+    int64_t from = std::max(first, partStart),
+            to = std::min(first + count, partStart + part->numElements());
+    if (to > from)
+      part->elements(from - partStart, to - from, out + (from - first));
+    partStart += part->numElements();
   }
-  return values[i];
+  if (parts.empty())
+    std::copy(values.begin() + first, values.begin() + first + count, out);
+}
+
+void PackTensor::readElements(int64_t first, int64_t count, float *out) const {
+  if (group == 0) {
+    readValues(first, count, out);
+    if (!rowScales.empty()) // codes: each value over its row's scale
+      for (int64_t i = 0; i < count; ++i)
+        out[i] /= rowScales[(first + i) / shape.back()];
+    return;
+  }
+  // Bytes of two 4-bit codes: the values of the 2 * count codes, then each
+  // group's 1 / scale once, as quantizeInt4 computes it.
+  std::vector<float> codes(2 * count);
+  readValues(2 * first, 2 * count, codes.data());
+  const int64_t groups = codeCols / group;
+  int64_t groupIndex = -1;
+  float inverse = 0.0f, zero = 0.0f;
+  for (int64_t i = 0; i < 2 * count; ++i) {
+    const int64_t at = 2 * first + i;
+    const int64_t g = (at / codeCols) * groups + (at % codeCols) / group;
+    if (g != groupIndex) {
+      groupIndex = g;
+      inverse = 1.0f / groupScales[g];
+      zero = groupZeros[g];
+    }
+    codes[i] = int4Code(codes[i], inverse, zero);
+  }
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = codes[2 * i] + 16.0f * codes[2 * i + 1];
 }
 
 uint64_t PackTensor::bytes() const {
@@ -326,8 +362,8 @@ int64_t width(Value v) {
 /// Where an SSA value of the step function lives.
 struct Storage {
   enum class Kind { Arena, Cache, Tokens, Positions, Logits, Weight } kind;
-  int64_t index = 0;   // arena value or cache
-  int64_t column = 0;  // split results: offset into the parent's rows
+  int64_t index = 0;  // arena value or cache
+  int64_t column = 0; // split results: offset into the parent's rows
   int64_t rowStride = 0;
 };
 
@@ -374,8 +410,8 @@ int Planner::kernel(const KernelSpec &spec) {
   return it->second;
 }
 
-int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
-                          DType dtype, llvm::Error &err) {
+int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
+                          llvm::Error &err) {
   auto it = tensorIndex.find(symbol.getValue());
   if (it != tensorIndex.end())
     return it->second;
@@ -388,8 +424,8 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
     for (const LayerTensors &layer : ckpt.layers())
       for (const TensorView *t :
            {layer.inputNorm, layer.qkv, layer.q, layer.k, layer.v,
-            layer.attnGate, layer.out, layer.postNorm, layer.gateUp,
-            layer.gate, layer.up, layer.down})
+            layer.attnGate, layer.out, layer.postNorm, layer.gateUp, layer.gate,
+            layer.up, layer.down})
         if (t && t->name == name)
           return t;
     return nullptr;
@@ -403,7 +439,8 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
       StringRef name = cast<FlatSymbolRefAttr>(part).getValue();
       const TensorView *t = checkpointTensor(name);
       if (!t) {
-        err = error(op, "weight part " + name + " is not a tensor of the checkpoint");
+        err = error(op, "weight part " + name +
+                            " is not a tensor of the checkpoint");
         return -1;
       }
       tensor.parts.push_back(t);
@@ -443,10 +480,10 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
     for (int64_t block = 0; block < rows; block += 1024) {
       const int64_t end = std::min<int64_t>(rows, block + 1024);
       llvm::parallelFor(block, end, [&](size_t r) {
+        std::vector<float> row(cols);
+        tensor.readValues(int64_t(r) * cols, cols, row.data());
         for (int64_t g = 0; g < groups; ++g) {
-          auto value = [&](int64_t c) {
-            return tensor.value(int64_t(r) * cols + g * group + c);
-          };
+          auto value = [&](int64_t c) { return row[g * group + c]; };
           const float *weights =
               importance ? importance->data() + g * group : nullptr;
           Int4Group q = symmetric
@@ -472,7 +509,8 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
       for (float &v : *values)
         v = halfToFloat(floatToHalf(v));
       side.values = *values;
-      (suffix == std::string(".scales") ? scalesIndex : zerosIndex)[symbol.getValue()] =
+      (suffix == std::string(".scales") ? scalesIndex
+                                        : zerosIndex)[symbol.getValue()] =
           int(plan.tensors.size());
       plan.tensors.push_back(std::move(side));
     }
@@ -487,9 +525,10 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol,
     for (int64_t block = 0; block < rows; block += 1024) {
       const int64_t end = std::min<int64_t>(rows, block + 1024);
       llvm::parallelFor(block, end, [&](size_t r) {
-        tensor.rowScales[r] = symmetricInt8Scale(
-            [&](int64_t c) { return tensor.value(int64_t(r) * cols + c); },
-            cols);
+        std::vector<float> row(cols);
+        tensor.readValues(int64_t(r) * cols, cols, row.data());
+        tensor.rowScales[r] =
+            symmetricInt8Scale([&](int64_t c) { return row[c]; }, cols);
       });
       tensor.releaseValues(block * cols, (end - block) * cols);
     }
@@ -552,7 +591,8 @@ int Planner::constantTensor(ConstantOp constant) {
   tensor.name = llvm::formatv("constant.{0}", plan.tensors.size()).str();
   auto type = cast<RankedTensorType>(constant.getResult().getType());
   tensor.shape.assign(type.getShape().begin(), type.getShape().end());
-  for (APFloat v : cast<DenseElementsAttr>(constant.getValue()).getValues<APFloat>())
+  for (APFloat v :
+       cast<DenseElementsAttr>(constant.getValue()).getValues<APFloat>())
     tensor.values.push_back(v.convertToFloat());
   int index = int(plan.tensors.size());
   plan.tensors.push_back(std::move(tensor));
@@ -562,7 +602,8 @@ int Planner::constantTensor(ConstantOp constant) {
 int64_t Planner::newValue(Value v, int64_t features) {
   // spark-plan-memory placed every value (its offset is in bytes).
   ArenaValue value;
-  auto offset = v.getDefiningOp()->getAttrOfType<IntegerAttr>("spark.arena_offset");
+  auto offset =
+      v.getDefiningOp()->getAttrOfType<IntegerAttr>("spark.arena_offset");
   value.offset = offset ? offset.getInt() / 4 : -1;
   int64_t id = int64_t(plan.arena.size());
   plan.arena.push_back(value);
@@ -573,8 +614,8 @@ int64_t Planner::newValue(Value v, int64_t features) {
 View Planner::activation(Value v, std::vector<int64_t> inner) {
   const Storage &s = storage.lookup(v);
   View view;
-  view.base = s.kind == Storage::Kind::Logits ? View::Base::Logits
-                                               : View::Base::Arena;
+  view.base =
+      s.kind == Storage::Kind::Logits ? View::Base::Logits : View::Base::Arena;
   view.index = s.index;
   view.column = s.column;
   if (inner.empty())
@@ -673,9 +714,11 @@ llvm::Error Planner::lower(Operation *op) {
     ids.rowStride = 1;
     step.args = {viewArg(ids), viewArg(weightView(table))};
     if (spec.weightType == DType::I8 || spec.weightType == DType::U8)
-      step.args.push_back(viewArg(weightView(scalesIndex.lookup(embed.getTable()))));
+      step.args.push_back(
+          viewArg(weightView(scalesIndex.lookup(embed.getTable()))));
     if (spec.weightType == DType::U8 && !spec.symmetricGroups)
-      step.args.push_back(viewArg(weightView(zerosIndex.lookup(embed.getTable()))));
+      step.args.push_back(
+          viewArg(weightView(zerosIndex.lookup(embed.getTable()))));
     step.args.push_back(output(embed.getResult()));
   } else if (auto norm = dyn_cast<RMSNormOp>(op)) {
     if (norm.getOutputScale())
@@ -718,9 +761,11 @@ llvm::Error Planner::lower(Operation *op) {
     step.decodeKernel = kernel(spec);
     step.args = {input(in), viewArg(weightView(w))};
     if (spec.weightType == DType::I8 || spec.weightType == DType::U8)
-      step.args.push_back(viewArg(weightView(scalesIndex.lookup(symbol.getValue()))));
+      step.args.push_back(
+          viewArg(weightView(scalesIndex.lookup(symbol.getValue()))));
     if (spec.weightType == DType::U8 && !spec.symmetricGroups)
-      step.args.push_back(viewArg(weightView(zerosIndex.lookup(symbol.getValue()))));
+      step.args.push_back(
+          viewArg(weightView(zerosIndex.lookup(symbol.getValue()))));
     if (options.probeInputs) {
       step.probeInput =
           int(plan.config.numLayers + int64_t(plan.inputProbes.size()));
@@ -729,7 +774,8 @@ llvm::Error Planner::lower(Operation *op) {
     if (spec.inputBits == 8) { // the static input scale, or 0: per token
       auto scale = op->getAttrOfType<FloatAttr>("input_scale");
       step.args.push_back(scalarArg(
-          floatLiteral(scale ? float(scale.getValueAsDouble()) : 0.0f), "float"));
+          floatLiteral(scale ? float(scale.getValueAsDouble()) : 0.0f),
+          "float"));
     }
     if (isa<LogitsOp>(op)) {
       step.headRows = true;
@@ -741,7 +787,8 @@ llvm::Error Planner::lower(Operation *op) {
   } else if (auto split = dyn_cast<SplitOp>(op)) {
     Storage parent = storage.lookup(split.getInput());
     int64_t column = parent.column;
-    for (auto [result, size] : llvm::zip(split.getResults(), split.getSizes())) {
+    for (auto [result, size] :
+         llvm::zip(split.getResults(), split.getSizes())) {
       Storage piece = parent;
       piece.column = column;
       storage[result] = piece;
@@ -864,8 +911,8 @@ llvm::Error Planner::lower(Operation *op) {
                 : isa<MeanOp>(op) ? KernelKind::Mean
                                   : KernelKind::Unary;
     if (auto gelu = dyn_cast<GeluOp>(op))
-      spec.op = gelu.getApproximate() ? ElementwiseOp::GeluTanh
-                                      : ElementwiseOp::Gelu;
+      spec.op =
+          gelu.getApproximate() ? ElementwiseOp::GeluTanh : ElementwiseOp::Gelu;
     else if (auto pow = dyn_cast<PowOp>(op)) {
       spec.op = ElementwiseOp::Pow;
       spec.parameter = pow.getExponent().convertToDouble();
@@ -936,7 +983,8 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
   auto arenaBytes = arena ? arena.getAs<IntegerAttr>("bytes") : IntegerAttr();
   auto arenaRows = arena ? arena.getAs<IntegerAttr>("rows") : IntegerAttr();
   if (!arenaBytes || !arenaRows)
-    return error(module, "the module has no spark.arena (run spark-plan-memory)");
+    return error(module,
+                 "the module has no spark.arena (run spark-plan-memory)");
   // Prefill matrix kernels round the rows up to kPrefillRowMultiple.
   const int64_t neededRows = options.maxChunk + kPrefillRowMultiple - 1;
   if (arenaRows.getInt() < neededRows)

@@ -27,8 +27,10 @@ void convert(const PackTensor &t, int64_t first, int64_t count,
   llvm::parallelFor(0, (count + kPiece - 1) / kPiece, [&](size_t piece) {
     const int64_t begin = int64_t(piece) * kPiece;
     const int64_t end = std::min(count, begin + kPiece);
+    std::vector<float> stored(end - begin);
+    t.readElements(first + begin, end - begin, stored.data());
     for (int64_t i = begin; i < end; ++i)
-      encodeElement(t.element(first + i), t.dtype, &out[i * size]);
+      encodeElement(stored[i - begin], t.dtype, &out[i * size]);
   });
 }
 
@@ -97,7 +99,8 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
       os.write(reinterpret_cast<const char *>(chunk.data()), chunk.size());
       offset += chunk.size();
       // The sources are file mappings: drop what was read from our RSS.
-      t.releaseValues(first * t.valuesPerElement(), count * t.valuesPerElement());
+      t.releaseValues(first * t.valuesPerElement(),
+                      count * t.valuesPerElement());
     }
     e.checksum = spark_checksum_final(&checksum);
   }

@@ -36,7 +36,9 @@ StringRef dtypeName(DType dtype) {
 }
 
 size_t dtypeSize(DType dtype) {
-  return dtype == DType::F32 ? 4 : (dtype == DType::I8 || dtype == DType::U8) ? 1 : 2;
+  return dtype == DType::F32                          ? 4
+         : (dtype == DType::I8 || dtype == DType::U8) ? 1
+                                                      : 2;
 }
 
 void encodeElement(float value, DType dtype, uint8_t *out) {
@@ -128,7 +130,8 @@ std::string duplicateTopLevelKey(StringRef text) {
       // Compare decoded names: "a\u0062" and "ab" are the same tensor.
       std::string name = text.slice(start, i).str();
       if (name.find('\\') != std::string::npos) {
-        Expected<json::Value> decoded = json::parse(text.slice(start - 1, i + 1));
+        Expected<json::Value> decoded =
+            json::parse(text.slice(start - 1, i + 1));
         if (decoded && decoded->getAsString())
           name = decoded->getAsString()->str();
         else
@@ -162,6 +165,29 @@ float TensorView::element(int64_t i) const {
   return 0.0f;
 }
 
+void TensorView::elements(int64_t first, int64_t count, float *out) const {
+  // One loop per dtype, the same conversions as element().
+  auto each = [&](auto convert) {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = convert(first + i);
+  };
+  switch (dtype) {
+  case DType::F32:
+    return each([&](int64_t i) { return load<float>(data + 4 * i); });
+  case DType::F16:
+    return each(
+        [&](int64_t i) { return halfToFloat(load<uint16_t>(data + 2 * i)); });
+  case DType::BF16:
+    return each(
+        [&](int64_t i) { return bf16ToFloat(load<uint16_t>(data + 2 * i)); });
+  case DType::I8:
+    return each([&](int64_t i) { return float(int8_t(data[i])); });
+  case DType::U8:
+    return each([&](int64_t i) { return float(data[i]); });
+  }
+  std::fill(out, out + count, 0.0f);
+}
+
 Expected<std::unique_ptr<SafetensorsFile>>
 SafetensorsFile::open(StringRef path) {
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
@@ -184,7 +210,8 @@ SafetensorsFile::open(StringRef path) {
       *handle, sys::fs::mapped_file_region::readonly, size, 0, ec);
   if (ec)
     return fileError(path, "cannot map: " + ec.message());
-  const uint8_t *base = reinterpret_cast<const uint8_t *>(file->region.const_data());
+  const uint8_t *base =
+      reinterpret_cast<const uint8_t *>(file->region.const_data());
 
   uint64_t headerBytes = support::endian::read64le(base);
   if (headerBytes > size - 8)
@@ -205,8 +232,8 @@ SafetensorsFile::open(StringRef path) {
     return fileError(path, "header must be a JSON object");
   std::string duplicate = duplicateTopLevelKey(headerText);
   if (!duplicate.empty())
-    return fileError(path, "tensor '" + duplicate +
-                               "' is duplicated in the header");
+    return fileError(path,
+                     "tensor '" + duplicate + "' is duplicated in the header");
 
   const uint8_t *dataStart = base + 8 + headerBytes;
   uint64_t dataBytes = size - 8 - headerBytes;
@@ -302,7 +329,8 @@ void releaseResidentPages(const TensorView &tensor, int64_t first,
   // so MADV_DONTNEED just unmaps them from this process.
   const uint64_t pageSize = sys::Process::getPageSizeEstimate();
   const size_t elementSize = dtypeSize(tensor.dtype);
-  uintptr_t begin = reinterpret_cast<uintptr_t>(tensor.data + first * elementSize);
+  uintptr_t begin =
+      reinterpret_cast<uintptr_t>(tensor.data + first * elementSize);
   uintptr_t end = begin + uintptr_t(count) * elementSize;
   uintptr_t from = alignTo(begin, pageSize), to = alignDown(end, pageSize);
   if (to > from)

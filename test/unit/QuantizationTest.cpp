@@ -37,8 +37,8 @@ TEST(Int8Packer, ErrorWithinHalfAStep) {
     std::vector<float> row(257);
     for (float &v : row)
       v = normal(rng) * float(trial + 1);
-    float scale =
-        symmetricInt8Scale([&](int64_t i) { return row[i]; }, int64_t(row.size()));
+    float scale = symmetricInt8Scale([&](int64_t i) { return row[i]; },
+                                     int64_t(row.size()));
     float largest = 0;
     for (float v : row)
       largest = std::max(largest, std::fabs(v));
@@ -65,8 +65,8 @@ TEST(Int4Packer, GroupCodesAndError) {
   std::vector<float> group(128);
   for (float &v : group)
     v = uniform(rng);
-  Int4Group g =
-      searchInt4Group([&](int64_t i) { return group[i]; }, int64_t(group.size()));
+  Int4Group g = searchInt4Group([&](int64_t i) { return group[i]; },
+                                int64_t(group.size()));
   EXPECT_GE(g.zero, 0.0f);
   EXPECT_LE(g.zero, 15.0f);
   // Scale and zero point are what the pack stores: f16 values.
@@ -127,8 +127,8 @@ TEST(Int4Packer, RefitAndImportance) {
   };
   EXPECT_LT(channelError(weighted, 3), 0.1f * weighted.scale);
   EXPECT_LE(error(weighted, importance), error(searched, importance));
-  Int4Group symmetric = searchSymmetricInt4Group(value, int64_t(group.size()),
-                                                 importance.data());
+  Int4Group symmetric =
+      searchSymmetricInt4Group(value, int64_t(group.size()), importance.data());
   EXPECT_LT(channelError(symmetric, 3), 0.1f * symmetric.scale);
 }
 
@@ -172,3 +172,64 @@ TEST(Int4Packer, SymmetricGroupCodesAndError) {
 }
 
 } // namespace
+
+// readElements over stacked parts of different dtypes, from the middle of a
+// row across the parts' boundary: 4-bit bytes are low + 16 * high codes of
+// each group's grid, int8 elements each value over its row's scale.
+TEST(PackTensorElements, RangesAcrossStackedParts) {
+  const int64_t cols = 64, group = 16, groups = cols / group;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> first(3 * cols), all;
+  std::vector<uint16_t> second(2 * cols); // bf16
+  for (float &v : first)
+    v = normal(rng);
+  for (uint16_t &v : second)
+    v = floatToBF16(normal(rng));
+  TensorView a, b;
+  a.dtype = DType::F32;
+  a.shape = {3, cols};
+  a.data = reinterpret_cast<const uint8_t *>(first.data());
+  b.dtype = DType::BF16;
+  b.shape = {2, cols};
+  b.data = reinterpret_cast<const uint8_t *>(second.data());
+  all = first;
+  for (uint16_t v : second)
+    all.push_back(bf16ToFloat(v));
+  const int64_t rows = 5;
+
+  PackTensor codes;
+  codes.parts = {&a, &b};
+  codes.dtype = DType::U8;
+  codes.shape = {rows, cols / 2};
+  codes.codeCols = cols;
+  codes.group = group;
+  for (int64_t g = 0; g < rows * groups; ++g) {
+    codes.groupScales.push_back(0.1f + 0.01f * float(g));
+    codes.groupZeros.push_back(float(g % 16));
+  }
+  const int64_t start = cols / 2 + 5, count = 2 * cols; // bytes
+  std::vector<float> bytes(count);
+  codes.readElements(start, count, bytes.data());
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t at = 2 * (start + i), g = (at / cols) * groups + at % cols / group;
+    Int4Group grid{codes.groupScales[g], codes.groupZeros[g]};
+    EXPECT_EQ(bytes[i], float(quantizeInt4(all[at], grid) +
+                              16 * quantizeInt4(all[at + 1], grid)))
+        << "byte " << start + i;
+  }
+
+  PackTensor int8;
+  int8.parts = {&a, &b};
+  int8.dtype = DType::I8;
+  int8.shape = {rows, cols};
+  for (int64_t r = 0; r < rows; ++r)
+    int8.rowScales.push_back(0.02f * float(r + 1));
+  std::vector<float> scaled(3 * cols);
+  int8.readElements(cols - 7, 3 * cols, scaled.data());
+  for (int64_t i = 0; i < 3 * cols; ++i) {
+    int64_t at = cols - 7 + i;
+    EXPECT_EQ(scaled[i], all[at] / int8.rowScales[at / cols])
+        << "element " << at;
+  }
+}

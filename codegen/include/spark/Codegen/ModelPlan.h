@@ -1,4 +1,5 @@
-//===- ModelPlan.h - a spark module lowered to kernel calls ----------------===//
+//===- ModelPlan.h - a spark module lowered to kernel calls
+//----------------===//
 //
 // planModel() walks the step function of an imported (and optimized) spark
 // module and produces everything the emitters need: the distinct kernels,
@@ -32,14 +33,14 @@ struct BuildOptions {
   int64_t maxContext = 4096;
   int64_t maxChunk = 64;
   bool quiet = false;
-  std::string amxKernel = "tiles"; // --target=spr: "tiles" or "halide"
-  std::string quant = "none";      // --quant
-  int64_t groupSize = 128;         // --group-size (4-bit schemes)
+  std::string amxKernel = "tiles";      // --target=spr: "tiles" or "halide"
+  std::string quant = "none";           // --quant
+  int64_t groupSize = 128;              // --group-size (4-bit schemes)
   std::vector<std::string> quantRecipe; // --quant-recipe / --quant-override
   /// Calibrated importance of each product's input channels (mean x^2), by
   /// the weight it reads: weights the 4-bit group search (--calib).
   std::map<std::string, std::vector<float>> importance;
-  bool executable = false;         // --emit=exe: also a static spark-run
+  bool executable = false;             // --emit=exe: also a static spark-run
   std::string activations = "dynamic"; // int8 input scales: dynamic, static
   /// Calibration builds: the layer probe also sees every matrix product's
   /// input (probe ids num_layers + i, ModelPlan::inputProbes[i]).
@@ -60,26 +61,24 @@ struct PackTensor {
   DType dtype = DType::F32;
   int layout = 0; // spark_layout
   std::vector<int64_t> shape;
-  const TensorView *source = nullptr; // checkpoint data, converted to dtype
+  const TensorView *source = nullptr;    // checkpoint data, converted to dtype
   std::vector<const TensorView *> parts; // or stacked checkpoint tensors
-  std::vector<float> values;          // or values computed at compile time
-  /// Quantized (dtype I8): each row's scale; element() returns the code.
+  std::vector<float> values;             // or values computed at compile time
+  /// Quantized (dtype I8): each row's scale; readElements() gives the codes.
   std::vector<float> rowScales;
   /// 4-bit (dtype U8, two codes a byte, low nibble first; shape [N, K/2]):
   /// the logical row length K, the group size and each group's scale and
-  /// zero point ([N][K / group]); element() returns the packed byte.
+  /// zero point ([N][K / group]); readElements() gives the packed bytes.
   int64_t codeCols = 0, group = 0;
   std::vector<float> groupScales, groupZeros;
   /// Symmetric 4-bit codes (w4a8): every zero point is 8, none is stored.
   bool symmetricGroups = false;
-  /// The 4-bit code of logical element (row, col).
-  int code4(int64_t row, int64_t col) const;
-
-  /// Element i (row-major) as stored: the value, or for a quantized tensor
-  /// its (not yet rounded) code.
-  float element(int64_t i) const;
-  /// Element i's real value, whichever the origin.
-  float value(int64_t i) const;
+  /// Stored elements [first, first + count) (row-major) into out: the
+  /// values, or for a quantized tensor their (not yet rounded) codes, for
+  /// 4-bit ones each byte's two codes as low + 16 * high.
+  void readElements(int64_t first, int64_t count, float *out) const;
+  /// Real values [first, first + count), whichever the origin, into out.
+  void readValues(int64_t first, int64_t count, float *out) const;
   /// Drops the checkpoint pages behind values [first, first + count) (value
   /// indices, not stored elements) from the process's resident set.
   void releaseValues(int64_t first, int64_t count) const;
@@ -101,12 +100,12 @@ struct CacheSpec {
 /// A strided view of a buffer, as a kernel sees it.
 struct View {
   enum class Base { Arena, Weight, Cache, Tokens, Logits } base = Base::Arena;
-  int64_t index = 0;   // arena value id, pack tensor or cache index
-  int64_t column = 0;  // elements from the row start (split results)
+  int64_t index = 0;  // arena value id, pack tensor or cache index
+  int64_t column = 0; // elements from the row start (split results)
   DType type = DType::F32;
-  bool isInt32 = false; // token ids
+  bool isInt32 = false;                  // token ids
   std::vector<int64_t> extents, strides; // inner dims first
-  bool hasRows = false; // a last dim over the call's rows
+  bool hasRows = false;                  // a last dim over the call's rows
   int64_t rowStride = 0;
 };
 
@@ -117,15 +116,15 @@ struct Step {
   int kernel = -1, decodeKernel = -1;
   struct Arg {
     bool scalar = false;
-    std::string expr; // C expression of a scalar argument
+    std::string expr;             // C expression of a scalar argument
     std::string type = "int32_t"; // C type of a scalar argument
     View view;
   };
   std::vector<Arg> args; // in the kernel's argument order, output last
   bool headRows = false; // runs on the rows whose logits are wanted
-  int probeLayer = -1;    // its output is decoder layer probeLayer's output
-  int probeInput = -1;    // probe id of its input (BuildOptions::probeInputs)
-  int layer = -1;         // the decoder layer it was imported for, or -1
+  int probeLayer = -1;   // its output is decoder layer probeLayer's output
+  int probeInput = -1;   // probe id of its input (BuildOptions::probeInputs)
+  int layer = -1;        // the decoder layer it was imported for, or -1
   // CacheWrite: copy each row of `source` into its cache slot.
   int cache = -1;
   View source;

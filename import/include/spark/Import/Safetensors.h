@@ -48,6 +48,8 @@ struct TensorView {
   int64_t numElements() const;
   /// Element i widened to float.
   float element(int64_t i) const;
+  /// Elements [first, first + count) widened to float, into out.
+  void elements(int64_t first, int64_t count, float *out) const;
 };
 
 /// Drops the pages holding elements [first, first + count) of `tensor` from
