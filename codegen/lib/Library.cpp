@@ -51,10 +51,10 @@ Error run(ArrayRef<StringRef> argv, StringRef what) {
     std::string command;
     for (StringRef a : argv)
       command += a.str() + " ";
-    return createStringError(inconvertibleErrorCode(),
-                             "%s failed (exit %d%s%s): %s\n%s",
-                             what.str().c_str(), rc, message.empty() ? "" : ", ",
-                             message.c_str(), command.c_str(), output.c_str());
+    return createStringError(
+        inconvertibleErrorCode(), "%s failed (exit %d%s%s): %s\n%s",
+        what.str().c_str(), rc, message.empty() ? "" : ", ", message.c_str(),
+        command.c_str(), output.c_str());
   }
   return Error::success();
 }
@@ -70,9 +70,10 @@ Error writeText(StringRef path, StringRef text) {
 }
 
 /// Builds, schedules and compiles one kernel for one variant into `outputs`.
-Error compileKernel(const TargetInfo &target, const KernelSpec &spec,
-                    const TargetVariant &variant,
-                    const std::map<Halide::OutputFileType, std::string> &outputs) {
+Error compileKernel(
+    const TargetInfo &target, const KernelSpec &spec,
+    const TargetVariant &variant,
+    const std::map<Halide::OutputFileType, std::string> &outputs) {
   std::string symbol = "spark_" + spec.name() + "_" + variant.name;
   try {
     KernelAlgorithm kernel = buildKernel(spec, variant.matrixTiles);
@@ -153,7 +154,8 @@ Error linkPrivateObject(ArrayRef<std::string> objects, StringRef entryPoint,
   config.Common.InputFilename = combined;
   config.Common.OutputFilename = out;
   if (Error e = config.Common.SymbolsToKeepGlobal.addMatcher(
-          objcopy::NameOrPattern::create(entryPoint, objcopy::MatchStyle::Literal,
+          objcopy::NameOrPattern::create(entryPoint,
+                                         objcopy::MatchStyle::Literal,
                                          [](Error e) { return e; })))
     return e;
   Expected<object::OwningBinary<object::Binary>> binary =
@@ -165,7 +167,8 @@ Error linkPrivateObject(ArrayRef<std::string> objects, StringRef entryPoint,
   if (ec)
     return createStringError(ec, "%s: %s", out.str().c_str(),
                              ec.message().c_str());
-  if (Error e = objcopy::executeObjcopyOnBinary(config, *binary->getBinary(), os))
+  if (Error e =
+          objcopy::executeObjcopyOnBinary(config, *binary->getBinary(), os))
     return createStringError(inconvertibleErrorCode(),
                              "making the library's symbols private: %s",
                              toString(std::move(e)).c_str());
@@ -175,8 +178,8 @@ Error linkPrivateObject(ArrayRef<std::string> objects, StringRef entryPoint,
 
 } // namespace
 
-Error emitKernelText(const ModelPlan &plan, KernelText kind, StringRef scratchDir,
-                     raw_ostream &os) {
+Error emitKernelText(const ModelPlan &plan, KernelText kind,
+                     StringRef scratchDir, raw_ostream &os) {
   Expected<TargetInfo> target =
       targetFor(plan.options.target, plan.options.amxKernel);
   if (!target)
@@ -232,10 +235,11 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
                              std::chrono::steady_clock::now() - started)
                              .count();
         std::string left =
-            done > 1 ? formatv(", about {0:f0} s left",
-                               elapsed / double(done - 1) * double(total - done + 1))
-                           .str()
-                     : std::string();
+            done > 1
+                ? formatv(", about {0:f0} s left",
+                          elapsed / double(done - 1) * double(total - done + 1))
+                      .str()
+                : std::string();
         errs() << formatv("[{0}/{1}] kernel {2} ({3}){4}\n", done, total,
                           spec.name(), variant.name, left);
       }
@@ -255,8 +259,8 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
   try {
     Halide::compile_standalone_runtime(runtime, runtimeTarget);
   } catch (const Halide::Error &e) {
-    return createStringError(inconvertibleErrorCode(),
-                             "Halide runtime: %s", e.what());
+    return createStringError(inconvertibleErrorCode(), "Halide runtime: %s",
+                             e.what());
   }
   objects.push_back(runtime);
 
@@ -276,22 +280,32 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
     objects.push_back(object);
   }
 
+  if (target.threadPool) {
+    std::string object = join(objDir, "thread_pool.o");
+    if (Error e = compileC(target, dataPath("targets/common/lib/thread_pool.c"),
+                           object, userCFlags(plan.options),
+                           "compiling the thread pool"))
+      return e;
+    objects.push_back(object);
+  }
+
   std::string driverSource = join(objDir, "spark_model_driver.c");
   std::string driverObject = join(objDir, "spark_model_driver.o");
   if (Error e = writeText(driverSource, emitDriverSource(plan, target)))
     return e;
   if (!plan.options.quiet)
     errs() << "compiling the step driver\n";
-  if (Error e = compileC(target, driverSource, driverObject,
-                         userCFlags(plan.options),
-                         "compiling the generated step driver"))
+  if (Error e =
+          compileC(target, driverSource, driverObject, userCFlags(plan.options),
+                   "compiling the generated step driver"))
     return e;
   objects.push_back(driverObject);
 
   // The static library applications link: one object whose only global
   // symbol is the entry point.
   std::string privateObject = join(objDir, "spark_model.o");
-  if (Error e = linkPrivateObject(objects, plan.options.entryPoint, privateObject))
+  if (Error e =
+          linkPrivateObject(objects, plan.options.entryPoint, privateObject))
     return e;
   std::vector<NewArchiveMember> members;
   {
@@ -337,14 +351,14 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
     std::string runtimeObject = join(objDir, "spark_runtime.o");
     std::vector<std::string> runnerFlags = userCFlags(plan.options);
     runnerFlags.push_back("-DSPARK_RUN_STATIC_MODEL");
-    runnerFlags.push_back("-Dspark_model_definition=" + plan.options.entryPoint);
+    runnerFlags.push_back("-Dspark_model_definition=" +
+                          plan.options.entryPoint);
     if (Error e = compileC(target, dataPath("tools/spark-run/spark-run.c"),
-                           runnerObject,
-                           runnerFlags, "compiling spark-run"))
+                           runnerObject, runnerFlags, "compiling spark-run"))
       return e;
-    if (Error e = compileC(target, dataPath("runtime/lib/runtime.c"),
-                           runtimeObject,
-                           userCFlags(plan.options), "compiling the runtime"))
+    if (Error e =
+            compileC(target, dataPath("runtime/lib/runtime.c"), runtimeObject,
+                     userCFlags(plan.options), "compiling the runtime"))
       return e;
     std::vector<std::string> exeObjects = {runnerObject, runtimeObject};
     for (const std::string &source : target.exeSources) {

@@ -54,17 +54,28 @@ struct spark_sampler {
 
 const char *spark_status_string(spark_status status) {
   switch (status) {
-  case SPARK_OK: return "ok";
-  case SPARK_ERROR_INVALID_ARGUMENT: return "invalid argument";
-  case SPARK_ERROR_IO: return "cannot read the weight pack";
-  case SPARK_ERROR_BAD_PACK: return "the weight pack is damaged";
-  case SPARK_ERROR_PACK_MISMATCH: return "the weight pack belongs to another model, target or ABI";
-  case SPARK_ERROR_UNSUPPORTED_CPU: return "this CPU cannot run the model library";
-  case SPARK_ERROR_TOKEN_OUT_OF_RANGE: return "token id outside the vocabulary";
-  case SPARK_ERROR_CONTEXT_FULL: return "the session's context is full";
-  case SPARK_ERROR_OUT_OF_MEMORY: return "out of memory";
-  case SPARK_ERROR_KERNEL: return "a kernel failed";
-  case SPARK_ERROR_NO_LOGITS: return "no token evaluated yet";
+  case SPARK_OK:
+    return "ok";
+  case SPARK_ERROR_INVALID_ARGUMENT:
+    return "invalid argument";
+  case SPARK_ERROR_IO:
+    return "cannot read the weight pack";
+  case SPARK_ERROR_BAD_PACK:
+    return "the weight pack is damaged";
+  case SPARK_ERROR_PACK_MISMATCH:
+    return "the weight pack belongs to another model, target or ABI";
+  case SPARK_ERROR_UNSUPPORTED_CPU:
+    return "this CPU cannot run the model library";
+  case SPARK_ERROR_TOKEN_OUT_OF_RANGE:
+    return "token id outside the vocabulary";
+  case SPARK_ERROR_CONTEXT_FULL:
+    return "the session's context is full";
+  case SPARK_ERROR_OUT_OF_MEMORY:
+    return "out of memory";
+  case SPARK_ERROR_KERNEL:
+    return "a kernel failed";
+  case SPARK_ERROR_NO_LOGITS:
+    return "no token evaluated yet";
   case SPARK_ERROR_BAD_SNAPSHOT:
     return "not a snapshot of this build's sessions, or damaged";
   }
@@ -126,9 +137,9 @@ static void *verify_tensors(void *user) {
     const spark_pack_entry *e = &job->table[i];
     if (spark_checksum(job->base + e->offset, e->bytes) != e->checksum) {
       int32_t seen = __atomic_load_n(&job->failed, __ATOMIC_RELAXED);
-      while (i < seen && !__atomic_compare_exchange_n(&job->failed, &seen, i, 0,
-                                                      __ATOMIC_RELAXED,
-                                                      __ATOMIC_RELAXED)) {
+      while (i < seen &&
+             !__atomic_compare_exchange_n(&job->failed, &seen, i, 0,
+                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
       }
     }
   }
@@ -167,8 +178,7 @@ static size_t dtype_bytes(spark_dtype dtype) {
   return dtype == SPARK_DTYPE_F32 ? 4 : 2;
 }
 
-spark_status spark_model_open(const spark_model_def *def,
-                              const char *pack_path,
+spark_status spark_model_open(const spark_model_def *def, const char *pack_path,
                               const spark_open_params *params,
                               spark_model **out_model) {
   spark_open_params defaults = spark_open_params_default();
@@ -200,12 +210,13 @@ spark_status spark_model_open(const spark_model_def *def,
     close(fd);
     return fail(params, SPARK_ERROR_IO,
                 "%s: not a regular file (%s); expected the weight pack "
-                "(model.spkw)", pack_path,
-                S_ISDIR(st.st_mode)    ? "a directory"
-                : S_ISFIFO(st.st_mode) ? "a FIFO"
+                "(model.spkw)",
+                pack_path,
+                S_ISDIR(st.st_mode)                          ? "a directory"
+                : S_ISFIFO(st.st_mode)                       ? "a FIFO"
                 : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
-                : S_ISSOCK(st.st_mode) ? "a socket"
-                                       : "not a file");
+                : S_ISSOCK(st.st_mode)                       ? "a socket"
+                                                             : "not a file");
   }
   if (st.st_size < (off_t)sizeof(spark_pack_header)) {
     close(fd);
@@ -218,6 +229,9 @@ spark_status spark_model_open(const spark_model_def *def,
   if (map == MAP_FAILED)
     return fail(params, SPARK_ERROR_IO, "%s: mmap: %s", pack_path,
                 strerror(errno));
+#ifdef MADV_HUGEPAGE
+  madvise(map, bytes, MADV_HUGEPAGE);
+#endif
 
   spark_model *model = calloc(1, sizeof(*model));
   const void **weights = calloc((size_t)def->num_tensors + 1, sizeof(void *));
@@ -247,21 +261,28 @@ spark_status spark_model_open(const spark_model_def *def,
     REJECT(SPARK_ERROR_BAD_PACK, "%s: pack format version %u, expected %u",
            pack_path, h->version, SPARK_PACK_VERSION);
   if (h->header_bytes != sizeof(spark_pack_header))
-    REJECT(SPARK_ERROR_BAD_PACK, "%s: the header says it is %u bytes; format "
-           "version %u headers are %zu bytes", pack_path, h->header_bytes,
-           SPARK_PACK_VERSION, sizeof(spark_pack_header));
+    REJECT(SPARK_ERROR_BAD_PACK,
+           "%s: the header says it is %u bytes; format "
+           "version %u headers are %zu bytes",
+           pack_path, h->header_bytes, SPARK_PACK_VERSION,
+           sizeof(spark_pack_header));
   if (h->file_bytes != bytes)
-    REJECT(SPARK_ERROR_BAD_PACK, "%s: file is %zu bytes, header says %llu "
-           "(truncated or appended to)", pack_path, bytes,
-           (unsigned long long)h->file_bytes);
+    REJECT(SPARK_ERROR_BAD_PACK,
+           "%s: file is %zu bytes, header says %llu "
+           "(truncated or appended to)",
+           pack_path, bytes, (unsigned long long)h->file_bytes);
   if (memchr(h->target, 0, sizeof(h->target)) == NULL ||
       strcmp(h->target, def->target) != 0)
-    REJECT(SPARK_ERROR_PACK_MISMATCH, "%s: pack built for target '%.32s', "
-           "library for '%s'", pack_path, h->target, def->target);
+    REJECT(SPARK_ERROR_PACK_MISMATCH,
+           "%s: pack built for target '%.32s', "
+           "library for '%s'",
+           pack_path, h->target, def->target);
   if (h->abi_hash != def->abi_hash)
-    REJECT(SPARK_ERROR_PACK_MISMATCH, "%s: pack ABI hash %016llx differs from "
-           "the library's %016llx (built by another compile)", pack_path,
-           (unsigned long long)h->abi_hash, (unsigned long long)def->abi_hash);
+    REJECT(SPARK_ERROR_PACK_MISMATCH,
+           "%s: pack ABI hash %016llx differs from "
+           "the library's %016llx (built by another compile)",
+           pack_path, (unsigned long long)h->abi_hash,
+           (unsigned long long)def->abi_hash);
   if (h->config_hash != def->config_hash)
     REJECT(SPARK_ERROR_PACK_MISMATCH, "%s: pack is for another model config",
            pack_path);
@@ -271,12 +292,15 @@ spark_status spark_model_open(const spark_model_def *def,
     REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor table does not fit the file",
            pack_path);
   if (h->table_offset % 8 != 0)
-    REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor table at offset %llu is "
-           "misaligned (expected a multiple of 8)", pack_path,
-           (unsigned long long)h->table_offset);
+    REJECT(SPARK_ERROR_BAD_PACK,
+           "%s: tensor table at offset %llu is "
+           "misaligned (expected a multiple of 8)",
+           pack_path, (unsigned long long)h->table_offset);
   if (h->table_offset < sizeof(spark_pack_header))
-    REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor table at offset %llu overlaps "
-           "the header", pack_path, (unsigned long long)h->table_offset);
+    REJECT(SPARK_ERROR_BAD_PACK,
+           "%s: tensor table at offset %llu overlaps "
+           "the header",
+           pack_path, (unsigned long long)h->table_offset);
   const spark_pack_entry *table =
       (const spark_pack_entry *)(base + h->table_offset);
   if (spark_checksum(table, h->tensor_count * sizeof(spark_pack_entry)) !=
@@ -289,22 +313,25 @@ spark_status spark_model_open(const spark_model_def *def,
     if (memchr(e->name, 0, sizeof(e->name)) == NULL ||
         strcmp(e->name, t->name) != 0 || e->dtype != (uint32_t)t->dtype ||
         e->layout != (uint32_t)t->layout || e->bytes != t->bytes)
-      REJECT(SPARK_ERROR_PACK_MISMATCH, "%s: tensor %d is '%.96s', the library "
-             "expects '%s' with %llu bytes", pack_path, i, e->name, t->name,
-             (unsigned long long)t->bytes);
+      REJECT(SPARK_ERROR_PACK_MISMATCH,
+             "%s: tensor %d is '%.96s', the library "
+             "expects '%s' with %llu bytes",
+             pack_path, i, e->name, t->name, (unsigned long long)t->bytes);
     if (e->offset > bytes || e->bytes > bytes - e->offset)
       REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' lies outside the file",
              pack_path, t->name);
     if (e->offset % SPARK_PACK_ALIGNMENT != 0)
-      REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' at offset %llu is "
-             "misaligned (expected a multiple of %u)", pack_path, t->name,
-             (unsigned long long)e->offset, SPARK_PACK_ALIGNMENT);
+      REJECT(SPARK_ERROR_BAD_PACK,
+             "%s: tensor '%s' at offset %llu is "
+             "misaligned (expected a multiple of %u)",
+             pack_path, t->name, (unsigned long long)e->offset,
+             SPARK_PACK_ALIGNMENT);
     uint64_t table_end =
         h->table_offset + h->tensor_count * sizeof(spark_pack_entry);
     if (e->bytes && e->offset < table_end &&
         e->offset + e->bytes > h->table_offset)
-      REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' overlaps the %s",
-             pack_path, t->name,
+      REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' overlaps the %s", pack_path,
+             t->name,
              e->offset < sizeof(spark_pack_header) ? "header" : "tensor table");
     if (e->bytes && e->offset < sizeof(spark_pack_header))
       REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' overlaps the header",
@@ -418,12 +445,13 @@ spark_status spark_cache_bytes(const spark_model *model, int32_t index,
   if (!model || !out_bytes || index < 0 || index >= model->def->num_caches)
     return SPARK_ERROR_INVALID_ARGUMENT;
   const spark_cache_def *c = &model->def->caches[index];
-  *out_bytes = (size_t)c->slots * c->kv_heads * c->head_dim *
-               dtype_bytes(c->dtype);
+  *out_bytes =
+      (size_t)c->slots * c->kv_heads * c->head_dim * dtype_bytes(c->dtype);
   return SPARK_OK;
 }
 
-spark_status spark_session_create(spark_model *model, void *const *cache_buffers,
+spark_status spark_session_create(spark_model *model,
+                                  void *const *cache_buffers,
                                   spark_session **out_session) {
   if (!model || !out_session)
     return SPARK_ERROR_INVALID_ARGUMENT;
@@ -515,7 +543,8 @@ spark_status spark_session_snapshot_bytes(const spark_session *session,
   if (!session || !out_bytes)
     return SPARK_ERROR_INVALID_ARGUMENT;
   const spark_model_def *d = session->model->def;
-  size_t total = sizeof(snapshot_header) + (size_t)d->vocab_size * sizeof(float);
+  size_t total =
+      sizeof(snapshot_header) + (size_t)d->vocab_size * sizeof(float);
   for (int32_t i = 0; i < d->num_caches; ++i) {
     size_t bytes;
     spark_cache_bytes(session->model, i, &bytes);
@@ -610,9 +639,9 @@ spark_status spark_session_eval(spark_session *session, const int32_t *tokens,
     int last_chunk = done + count == n;
     /* All rows when the caller wants them; else only the very last token. */
     int32_t rows = logits ? count : (last_chunk ? 1 : 0);
-    int rc = d->step(session->model->weights, session->caches, session->arena,
-                     tokens + done, session->position, count, rows,
-                     session->logits);
+    int rc =
+        d->step(session->model->weights, session->caches, session->arena,
+                tokens + done, session->position, count, rows, session->logits);
     if (rc != 0)
       return SPARK_ERROR_KERNEL;
     if (logits)
@@ -704,7 +733,8 @@ static void sort_by_probability(int32_t *order, int32_t *scratch, int32_t n,
       int32_t hi = lo + 2 * width < n ? lo + 2 * width : n;
       int32_t i = lo, j = mid, k = lo;
       while (i < mid && j < hi)
-        scratch[k++] = probs[order[j]] > probs[order[i]] ? order[j++] : order[i++];
+        scratch[k++] =
+            probs[order[j]] > probs[order[i]] ? order[j++] : order[i++];
       while (i < mid)
         scratch[k++] = order[i++];
       while (j < hi)

@@ -1,7 +1,7 @@
 //===- HexagonTarget.cpp - variants, microkernels and toolchain of hexagon ===//
-#include "spark/Targets/Hexagon.h"
 #include "spark/Codegen/DataFiles.h"
 #include "spark/Targets/CpuSchedules.h"
+#include "spark/Targets/Hexagon.h"
 
 using namespace Halide;
 
@@ -11,8 +11,8 @@ namespace {
 
 const Microkernel *microkernelFor(const TargetVariant &variant,
                                   const KernelSpec &spec) {
-  static const Microkernel w8a8 = {"spark_vrmpy_linear_w8a8", "vrmpy_linear.c",
-                                   {}};
+  static const Microkernel w8a8 = {
+      "spark_vrmpy_linear_w8a8", "vrmpy_linear.c", {}};
   if (variant.int8Dot && spec.isInt8Linear(false) && spec.in % 128 == 0)
     return &w8a8;
   return nullptr;
@@ -40,14 +40,26 @@ TargetInfo hexagonTarget() {
   t.variants = {hvx};
   t.runtime = Target("hexagon-32-noos-hvx_128-hvx_v66");
   t.cc = SPARK_CLANG;
-  t.cflags = {"--target=hexagon-unknown-none-elf", "-mv66", "-mhvx",
-              "-mhvx-length=128B", "-ffreestanding", "-fno-builtin",
-              "-nostdinc", "-isystem", SPARK_CLANG_RESOURCE_INCLUDE,
-              "-isystem", dataPath("targets/hexagon/libc/include")};
-  t.exeFlags = {"--target=hexagon-unknown-none-elf", "-mv66", "-nostdlib",
-                "-static", "-fuse-ld=lld", "--ld-path=" SPARK_HEXAGON_LD};
+  t.cflags = {"--target=hexagon-unknown-none-elf",
+              "-mv66",
+              "-mhvx",
+              "-mhvx-length=128B",
+              "-ffreestanding",
+              "-fno-builtin",
+              "-nostdinc",
+              "-isystem",
+              SPARK_CLANG_RESOURCE_INCLUDE,
+              "-isystem",
+              dataPath("targets/hexagon/libc/include")};
+  t.exeFlags = {"--target=hexagon-unknown-none-elf",
+                "-mv66",
+                "-nostdlib",
+                "-static",
+                "-fuse-ld=lld",
+                "--ld-path=" SPARK_HEXAGON_LD};
   t.exeSources = {dataPath("targets/hexagon/libc/freestanding.c")};
   t.exeLibs = {};
+  t.threadPool = false; // freestanding, single-threaded
   t.microkernelDir = dataPath("targets/hexagon/lib");
   t.cpuInit = "";
   t.unsupportedMessage = "this library needs a Hexagon v66+ core with HVX";

@@ -178,6 +178,10 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
       "spark_bf16_linear_w8a16",
       "bf16_linear.c",
       {"-mavx512f", "-mavx512bw", "-mavx512bf16"}};
+  static const Microkernel bf16W4 = {
+      "spark_bf16_linear_w4a16",
+      "bf16_linear.c",
+      {"-mavx512f", "-mavx512bw", "-mavx512bf16", "-mf16c"}};
   static const Microkernel vnniW8A8 = {"spark_vnni_linear_w8a8",
                                        "int8_linear.c", vnniFlags};
   static const Microkernel vnniW4A8 = {"spark_vnni_linear_w4a8",
@@ -201,14 +205,19 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   if (variant.bf16Dot && spec.kind == KernelKind::Linear &&
       spec.weightType == DType::BF16 && spec.in % 32 == 0)
     return &bf16Dot;
-  // w8a16 prefill with bf16 inputs: the codes widened to bf16 (exact) once
-  // per block of 4 tokens, vdpbf16ps. Measured on the 1.7b (2 threads,
-  // AMD EPYC): pp256 81-101 tok/s vs 72 for the Halide kernel; decode, with
-  // one token to share the widening, 9.5 vs 11.2 tok/s, so it stays Halide.
+  // w8a16 with bf16 inputs: the codes widened to bf16 (exact), vdpbf16ps;
+  // prefill shares each widening between 4 tokens, decode streams one row
+  // at a time (see bf16_linear.c).
   if (variant.bf16Dot && spec.kind == KernelKind::Linear &&
-      spec.phase == Phase::Prefill && spec.weightType == DType::I8 &&
-      !spec.inputBits && spec.inputType == DType::BF16 && spec.in % 32 == 0)
+      spec.weightType == DType::I8 && !spec.inputBits &&
+      spec.inputType == DType::BF16 && spec.in % 32 == 0)
     return &bf16W8;
+  // w4a16 with bf16 inputs: the nibbles looked up as bf16 words (vpshufb),
+  // vdpbf16ps, one row at a time (see bf16_linear.c).
+  if (variant.bf16Dot && spec.kind == KernelKind::Linear && !spec.inputBits &&
+      spec.group == 128 && !spec.symmetricGroups &&
+      spec.inputType == DType::BF16)
+    return &bf16W4;
   if (variant.int8Dot && spec.isInt8Linear(false) && spec.in % 64 == 0 &&
       spec.out % 4 == 0)
     return &vnniW8A8;
@@ -223,6 +232,13 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                           : &avx512W4;
   if (variant.avx2Linear)
     return avx2MicrokernelFor(spec);
+  // AVX-512 without VNNI (Skylake-SP/X): products with int8 inputs on the
+  // AVX2 kernels. Halide's AVX-512 lowering of them gives wrong logits
+  // (AMD EPYC Zen 5, 2026-12-01: the w8a8 mini's tokens differ from the
+  // f32 build's and from every other kernel's, -4.6 dB logits SNR).
+  if (!variant.int8Dot && !variant.bf16Dot && !variant.matrixTiles &&
+      spec.kind == KernelKind::Linear && spec.inputBits == 8)
+    return avx2MicrokernelFor(spec);
   return nullptr;
 }
 
@@ -232,7 +248,7 @@ bool compilesKernel(const TargetVariant &variant, const KernelSpec &spec) {
   if (variant.avx2Linear)
     return !microkernelFor(variant, spec);
   if (!variant.matrixTiles)
-    return true;
+    return !microkernelFor(variant, spec);
   // Whole 8 x 8 tiles over the rows, K in bf16 pairs.
   return isBF16Prefill(spec) && !microkernelFor(variant, spec) &&
          spec.in % 2 == 0 && spec.out % 8 == 0;

@@ -1,4 +1,5 @@
-//===- Target.h - what spark-compile builds for one --target ---------------===//
+//===- Target.h - what spark-compile builds for one --target
+//---------------===//
 //
 // A target is a list of ISA variants (best first; the generated driver picks
 // the first one the CPU can run, once per process), the schedules and
@@ -55,8 +56,8 @@ struct Microkernel {
   /// named `name` with the kernel's own interface that passes them. The
   /// driver defines one wrapper per kernel and calls it.
   const char *declaration = nullptr;
-  std::string (*wrapper)(const KernelSpec &spec, const std::string &name) =
-      nullptr;
+  std::string (*wrapper)(const KernelSpec &spec,
+                         const std::string &name) = nullptr;
 };
 
 struct TargetInfo {
@@ -82,6 +83,9 @@ struct TargetInfo {
   /// Code runs on the build machine: the build also links
   /// libspark_model.so, which spark-run, spark-bench and spark-fidelity load.
   bool native = false;
+  /// The library's parallel loops run on targets/common/lib/thread_pool.c
+  /// (workers that spin between the calls of a step); false: Halide's pool.
+  bool threadPool = true;
   /// How to run the target's executables here (empty: directly).
   std::vector<std::string> emulator;
   /// Whether the build enters tile (AMX) code, whose availability the driver
@@ -107,9 +111,10 @@ struct TargetInfo {
 inline std::function<bool(const TargetVariant &, const KernelSpec &)>
 compilesUnlessMicrokernel(const Microkernel *(*microkernelFor)(
     const TargetVariant &, const KernelSpec &)) {
-  return [microkernelFor](const TargetVariant &variant, const KernelSpec &spec) {
-    return microkernelFor(variant, spec) == nullptr;
-  };
+  return
+      [microkernelFor](const TargetVariant &variant, const KernelSpec &spec) {
+        return microkernelFor(variant, spec) == nullptr;
+      };
 }
 
 /// The target `name` ("host", "spr", "arm64"); `amxKernel` is the
