@@ -1,12 +1,16 @@
-//===- Avx2KernelsTest.cpp - the avx2 variant's matrix microkernels -------===//
+//===- X86KernelsTest.cpp - the x86 variants' matrix microkernels ---------===//
 //
-// Runs targets/x86-amx/lib/avx2_linear.c (compiled into this test with its
-// own flags) against a double-precision product of the same quantized
-// values, written here from the kernel interface's definition: every
-// scheme, one token (decode) and several (prefill blocks of 4 and the rest),
-// two row tasks with a partial one, strided inputs and outputs. A CPU
-// without AVX2, FMA and F16C prints [SKIP] and the case is reported as
-// skipped.
+// Runs the hand-written matrix kernels of the x86 variants (compiled into
+// this test with the flags spark-compile gives them) against a
+// double-precision product of the same quantized values, written here from
+// the kernel interface's definition: every scheme each kernel set has, one
+// token (decode) and several (prefill blocks of 4 and the rest), two row
+// tasks with a partial one, strided inputs and outputs. The sets:
+//   avx2:       targets/x86-amx/lib/avx2_linear.c (every scheme)
+//   avx512vnni: int8_linear.c (w8a8, w4a8), w4_linear.c (w4a16)
+//   avx512bf16: bf16_linear.c (w4a16 and w8a16 with bf16 inputs, bf16)
+// A CPU without a set's features prints [SKIP] and its cases are reported
+// as skipped.
 //
 //===----------------------------------------------------------------------===//
 #include "spark/Import/FloatFormats.h"
@@ -17,28 +21,36 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <tuple>
 #include <vector>
 
 extern "C" {
-int spark_avx2_linear_w8a8(halide_buffer_t *, halide_buffer_t *,
-                           halide_buffer_t *, float, halide_buffer_t *);
-int spark_avx2_linear_w4a8(halide_buffer_t *, halide_buffer_t *,
-                           halide_buffer_t *, float, halide_buffer_t *);
-int spark_avx2_linear_w4a16(halide_buffer_t *, halide_buffer_t *,
-                            halide_buffer_t *, halide_buffer_t *,
-                            halide_buffer_t *);
-int spark_avx2_linear_w4a16_xbf16(halide_buffer_t *, halide_buffer_t *,
-                                  halide_buffer_t *, halide_buffer_t *,
-                                  halide_buffer_t *);
-int spark_avx2_linear_w4a16_xf16(halide_buffer_t *, halide_buffer_t *,
-                                 halide_buffer_t *, halide_buffer_t *,
-                                 halide_buffer_t *);
-int spark_avx2_linear_w8a16(halide_buffer_t *, halide_buffer_t *,
-                            halide_buffer_t *, halide_buffer_t *);
-int spark_avx2_linear_w8a16_xbf16(halide_buffer_t *, halide_buffer_t *,
-                                  halide_buffer_t *, halide_buffer_t *);
+#define SPARK_INT8_KERNEL(name)                                                \
+  int name(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, float,     \
+           halide_buffer_t *);
+#define SPARK_W4_KERNEL(name)                                                  \
+  int name(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,            \
+           halide_buffer_t *, halide_buffer_t *);
+#define SPARK_W8_KERNEL(name)                                                  \
+  int name(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,            \
+           halide_buffer_t *);
+SPARK_INT8_KERNEL(spark_avx2_linear_w8a8)
+SPARK_INT8_KERNEL(spark_avx2_linear_w4a8)
+SPARK_W4_KERNEL(spark_avx2_linear_w4a16)
+SPARK_W4_KERNEL(spark_avx2_linear_w4a16_xbf16)
+SPARK_W4_KERNEL(spark_avx2_linear_w4a16_xf16)
+SPARK_W8_KERNEL(spark_avx2_linear_w8a16)
+SPARK_W8_KERNEL(spark_avx2_linear_w8a16_xbf16)
 int spark_avx2_linear_bf16(halide_buffer_t *, halide_buffer_t *,
                            halide_buffer_t *);
+SPARK_INT8_KERNEL(spark_vnni_linear_w8a8)
+SPARK_INT8_KERNEL(spark_vnni_linear_w4a8)
+SPARK_W4_KERNEL(spark_avx512_linear_w4a16)
+SPARK_W4_KERNEL(spark_avx512_linear_w4a16_xbf16)
+SPARK_W4_KERNEL(spark_avx512_linear_w4a16_xf16)
+SPARK_W4_KERNEL(spark_bf16_linear_w4a16)
+SPARK_W8_KERNEL(spark_bf16_linear_w8a16)
+int spark_bf16_linear(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
 
 // The generated libraries take this from the Halide runtime; here the tasks
 // run one after another, in reverse order (no task may rely on another).
@@ -66,6 +78,82 @@ bool cpuHasAvx2() {
 #define SKIP_WITHOUT_AVX2()                                                    \
   if (!cpuHasAvx2()) {                                                         \
     std::printf("[SKIP] this CPU has no AVX2, FMA and F16C\n");                \
+    GTEST_SKIP();                                                              \
+  }
+
+bool cpuHasAvx512Vnni() {
+  __builtin_cpu_init();
+  return cpuHasAvx2() && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vnni");
+}
+
+bool cpuHasAvx512BF16() {
+  __builtin_cpu_init();
+  return cpuHasAvx512Vnni() && __builtin_cpu_supports("avx512bf16");
+}
+
+using Int8Kernel = int (*)(halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *, float, halide_buffer_t *);
+using W4Kernel = int (*)(halide_buffer_t *, halide_buffer_t *,
+                         halide_buffer_t *, halide_buffer_t *,
+                         halide_buffer_t *);
+using W8Kernel = int (*)(halide_buffer_t *, halide_buffer_t *,
+                         halide_buffer_t *, halide_buffer_t *);
+using BF16Kernel = int (*)(halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *);
+
+/// One variant's kernels (nullptr: not in this set).
+struct KernelSet {
+  const char *name;
+  bool (*cpu)();
+  const char *needs; // what a CPU without them lacks
+  Int8Kernel w8a8, w4a8;
+  std::vector<int> groups; // 4-bit group sizes the set takes
+  W4Kernel w4a16[3];       // f32, bf16, f16 inputs
+  W8Kernel w8a16[2];       // f32, bf16 inputs
+  BF16Kernel bf16;
+  int bf16Inputs; // how the bf16-weight kernel rounds its inputs
+};
+
+const KernelSet kAvx2 = {
+    "avx2",
+    cpuHasAvx2,
+    "AVX2, FMA and F16C",
+    spark_avx2_linear_w8a8,
+    spark_avx2_linear_w4a8,
+    {64, 128},
+    {spark_avx2_linear_w4a16, spark_avx2_linear_w4a16_xbf16,
+     spark_avx2_linear_w4a16_xf16},
+    {spark_avx2_linear_w8a16, spark_avx2_linear_w8a16_xbf16},
+    spark_avx2_linear_bf16,
+    0};
+const KernelSet kAvx512Vnni = {"avx512vnni",
+                               cpuHasAvx512Vnni,
+                               "AVX-512 F/BW and AVX512_VNNI",
+                               spark_vnni_linear_w8a8,
+                               spark_vnni_linear_w4a8,
+                               {128},
+                               {spark_avx512_linear_w4a16,
+                                spark_avx512_linear_w4a16_xbf16,
+                                spark_avx512_linear_w4a16_xf16},
+                               {nullptr, nullptr},
+                               nullptr,
+                               0};
+const KernelSet kAvx512BF16 = {"avx512bf16",
+                               cpuHasAvx512BF16,
+                               "AVX512_BF16",
+                               nullptr,
+                               nullptr,
+                               {128},
+                               {nullptr, spark_bf16_linear_w4a16, nullptr},
+                               {nullptr, spark_bf16_linear_w8a16},
+                               spark_bf16_linear,
+                               1};
+
+#define SKIP_WITHOUT(set)                                                      \
+  if (!(set).cpu()) {                                                          \
+    std::printf("[SKIP] this CPU has no %s\n", (set).needs);                   \
     GTEST_SKIP();                                                              \
   }
 
@@ -135,11 +223,21 @@ void expectClose(const Case &c, const std::vector<float> &out,
   }
 }
 
-class Avx2Kernels : public ::testing::TestWithParam<int> {};
+/// (kernel set, tokens)
+class MatrixKernels
+    : public ::testing::TestWithParam<std::tuple<const KernelSet *, int>> {
+protected:
+  const KernelSet &set() const { return *std::get<0>(GetParam()); }
+  int tokens() const { return std::get<1>(GetParam()); }
+};
+/// One suite per scheme family, instantiated with the sets that have it.
+class Int8Kernels : public MatrixKernels {};
+class W4A16Kernels : public MatrixKernels {};
+class WideKernels : public MatrixKernels {};
 
-TEST_P(Avx2Kernels, W8A8) {
-  SKIP_WITHOUT_AVX2();
-  Case c(GetParam());
+TEST_P(Int8Kernels, W8A8) {
+  SKIP_WITHOUT(set());
+  Case c(tokens());
   std::uniform_int_distribution<int> code(-127, 127);
   std::vector<int8_t> w(size_t(N) * K);
   std::vector<float> scales(N);
@@ -167,16 +265,16 @@ TEST_P(Avx2Kernels, W8A8) {
     Buffer wb(w.data(), halide_type_int, 8, K, N, K);
     Buffer sb(scales.data(), halide_type_float, 32, N);
     Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
-    ASSERT_EQ(spark_avx2_linear_w8a8(&x.b, &wb.b, &sb.b, fixed, &ob.b), 0);
+    ASSERT_EQ(set().w8a8(&x.b, &wb.b, &sb.b, fixed, &ob.b), 0);
     expectClose(c, out, want, magnitude);
   }
 }
 
-TEST_P(Avx2Kernels, W4A8) {
-  SKIP_WITHOUT_AVX2();
-  Case c(GetParam());
+TEST_P(Int8Kernels, W4A8) {
+  SKIP_WITHOUT(set());
+  Case c(tokens());
   // Groups of 64 and 128 (the kernel reads the size off the scales).
-  for (const int Group : {64, 128}) {
+  for (const int Group : set().groups) {
     SCOPED_TRACE("group " + std::to_string(Group));
     std::uniform_int_distribution<int> nibble(0, 15);
     std::vector<int> code(size_t(N) * K);
@@ -209,7 +307,7 @@ TEST_P(Avx2Kernels, W4A8) {
     Buffer wb(w.data(), halide_type_uint, 8, K / 2, N, K / 2);
     Buffer sb(scales.data(), halide_type_float, 16, K / Group, N, K / Group);
     Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
-    ASSERT_EQ(spark_avx2_linear_w4a8(&x.b, &wb.b, &sb.b, 0.0f, &ob.b), 0);
+    ASSERT_EQ(set().w4a8(&x.b, &wb.b, &sb.b, 0.0f, &ob.b), 0);
     expectClose(c, out, want, magnitude);
   }
 }
@@ -221,10 +319,10 @@ double rounded(float v, int type) {
                      : double(v);
 }
 
-TEST_P(Avx2Kernels, W4A16) {
-  SKIP_WITHOUT_AVX2();
-  Case c(GetParam());
-  for (const int Group : {64, 128}) {
+TEST_P(W4A16Kernels, W4A16) {
+  SKIP_WITHOUT(set());
+  Case c(tokens());
+  for (const int Group : set().groups) {
     SCOPED_TRACE("group " + std::to_string(Group));
     std::uniform_int_distribution<int> nibble(0, 15);
     std::vector<int> code(size_t(N) * K);
@@ -238,8 +336,11 @@ TEST_P(Avx2Kernels, W4A16) {
       scales[i] = floatToHalf(0.01f + 0.001f * float(i % 37));
       zeros[i] = floatToHalf(float(i % 16) * 0.75f);
     }
-    // f32 inputs (FMAs), bf16 and f16 ones (int16 products).
+    // f32, bf16 and f16 inputs, those the set takes.
     for (int type : {0, 1, 2}) {
+      const W4Kernel kernel = set().w4a16[type];
+      if (!kernel)
+        continue;
       std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
       for (int t = 0; t < c.T; ++t)
         for (int n = 0; n < N; ++n) {
@@ -262,9 +363,6 @@ TEST_P(Avx2Kernels, W4A16) {
       Buffer sb(scales.data(), halide_type_float, 16, K / Group, N, K / Group);
       Buffer zb(zeros.data(), halide_type_float, 16, K / Group, N, K / Group);
       Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
-      auto kernel = type == 1   ? spark_avx2_linear_w4a16_xbf16
-                    : type == 2 ? spark_avx2_linear_w4a16_xf16
-                                : spark_avx2_linear_w4a16;
       ASSERT_EQ(kernel(&x.b, &wb.b, &sb.b, &zb.b, &ob.b), 0)
           << "inputs " << type;
       expectClose(c, out, want, magnitude);
@@ -272,9 +370,9 @@ TEST_P(Avx2Kernels, W4A16) {
   }
 }
 
-TEST_P(Avx2Kernels, W8A16AndBF16) {
-  SKIP_WITHOUT_AVX2();
-  Case c(GetParam());
+TEST_P(WideKernels, W8A16AndBF16) {
+  SKIP_WITHOUT(set());
+  Case c(tokens());
   std::uniform_int_distribution<int> code(-127, 127);
   std::normal_distribution<float> normal(0.0f, 0.05f);
   std::vector<int8_t> w(size_t(N) * K);
@@ -288,12 +386,15 @@ TEST_P(Avx2Kernels, W8A16AndBF16) {
     scales[n] = 0.002f * float(n + 1);
   // kind 0: w8a16 with f32 inputs, 1: with bf16 inputs, 2: bf16 weights.
   for (int kind = 0; kind < 3; ++kind) {
+    if (kind < 2 ? !set().w8a16[kind] : !set().bf16)
+      continue;
+    const bool bf16Inputs = kind == 1 || (kind == 2 && set().bf16Inputs);
     std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
     for (int t = 0; t < c.T; ++t)
       for (int n = 0; n < N; ++n) {
         double sum = 0, mag = 0;
         for (int k = 0; k < K; ++k) {
-          double xv = kind == 1 ? rounded(c.in(t, k), 1) : c.in(t, k);
+          double xv = rounded(c.in(t, k), bf16Inputs ? 1 : 0);
           double wv = kind == 2 ? double(bf16ToFloat(wbf[size_t(n) * K + k]))
                                 : w[size_t(n) * K + k] * double(scales[n]);
           sum += wv * xv;
@@ -309,11 +410,10 @@ TEST_P(Avx2Kernels, W8A16AndBF16) {
     int rc;
     if (kind == 2) {
       Buffer wb(wbf.data(), halide_type_bfloat, 16, K, N, K);
-      rc = spark_avx2_linear_bf16(&x.b, &wb.b, &ob.b);
+      rc = set().bf16(&x.b, &wb.b, &ob.b);
     } else {
       Buffer wb(w.data(), halide_type_int, 8, K, N, K);
-      rc = (kind == 1 ? spark_avx2_linear_w8a16_xbf16
-                      : spark_avx2_linear_w8a16)(&x.b, &wb.b, &sb.b, &ob.b);
+      rc = set().w8a16[kind](&x.b, &wb.b, &sb.b, &ob.b);
     }
     ASSERT_EQ(rc, 0) << "kind " << kind;
     expectClose(c, out, want, magnitude);
@@ -378,6 +478,24 @@ TEST(Avx2KernelsShapes, OneTokenReadsOnlyKWhenKIsNotAMultipleOf32) {
 
 // 1 token (decode), 3 (the one-token remainder only), 4 (one block of 4),
 // 9 (two blocks and a remainder).
-INSTANTIATE_TEST_SUITE_P(Tokens, Avx2Kernels, ::testing::Values(1, 3, 4, 9));
+const auto kTokens = ::testing::Values(1, 3, 4, 9);
+std::string caseName(
+    const ::testing::TestParamInfo<std::tuple<const KernelSet *, int>> &info) {
+  return std::string(std::get<0>(info.param)->name) + "_" +
+         std::to_string(std::get<1>(info.param)) + "tokens";
+}
+INSTANTIATE_TEST_SUITE_P(
+    X86, Int8Kernels,
+    ::testing::Combine(::testing::Values(&kAvx2, &kAvx512Vnni), kTokens),
+    caseName);
+INSTANTIATE_TEST_SUITE_P(
+    X86, W4A16Kernels,
+    ::testing::Combine(::testing::Values(&kAvx2, &kAvx512Vnni, &kAvx512BF16),
+                       kTokens),
+    caseName);
+INSTANTIATE_TEST_SUITE_P(
+    X86, WideKernels,
+    ::testing::Combine(::testing::Values(&kAvx2, &kAvx512BF16), kTokens),
+    caseName);
 
 } // namespace
