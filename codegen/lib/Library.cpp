@@ -336,6 +336,9 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
         "-Wl,--defsym=spark_model_definition=" + plan.options.entryPoint;
     if (plan.options.entryPoint != "spark_model_definition")
       link.push_back(alias);
+    // Never unmapped by dlclose: the thread pool's workers (thread_pool.c)
+    // live as long as the process, in this object's code.
+    link.push_back("-Wl,-z,nodelete");
     for (StringRef lib : {"-lpthread", "-ldl", "-lm"})
       link.push_back(lib);
     if (Error e = run(link, "linking libspark_model.so"))

@@ -10,7 +10,9 @@
  * last task, so the calls of a step find them awake; after that they sleep,
  * and a call wakes the sleepers.
  *
- * One call uses the pool at a time: a call made while it is busy (another
+ * A call's tasks are split into one contiguous range per thread (each
+ * thread streams its own part of a weight matrix), and a thread that is
+ * done takes what is left of the others'. One call uses the pool at a time: a call made while it is busy (another
  * session's step, or a parallel loop inside a task) runs its tasks on the
  * calling thread, in order. Workers are started on the first call that
  * wants them and live as long as the process. Compiled into every model
@@ -35,14 +37,23 @@
 enum { kMaxWorkers = 63 };
 static const int64_t kSpinNs = 2000000; /* 2 ms */
 
+/* The tasks of a call are split into one contiguous range per thread, so
+ * that each thread streams its own part of a weight matrix; a thread that
+ * finishes its range takes tasks from the others' (a worker that does not
+ * join leaves its range to them). */
 typedef struct pool_job {
   halide_task_t task;
   void *user_context;
   uint8_t *closure;
-  int min, size;
-  atomic_int next;  /* the next task to claim */
+  int min, size, parts;
+  atomic_int next[kMaxWorkers + 1]; /* each range's next task */
   atomic_int error; /* the first nonzero task result */
 } pool_job;
+
+/* Range p: tasks [p * size / parts, (p + 1) * size / parts). */
+static int range_end(const pool_job *job, int p) {
+  return (int)((int64_t)(p + 1) * job->size / job->parts);
+}
 
 static struct {
   pthread_mutex_t lock;
@@ -62,15 +73,19 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void run_tasks(pool_job *job) {
-  for (;;) {
-    const int i = atomic_fetch_add(&job->next, 1);
-    if (i >= job->size)
-      return;
-    const int rc = job->task(job->user_context, job->min + i, job->closure);
-    if (rc != 0) {
-      int expected = 0;
-      atomic_compare_exchange_strong(&job->error, &expected, rc);
+/* Runs the tasks of range `own`, then those left in the others. */
+static void run_tasks(pool_job *job, int own) {
+  for (int r = 0; r < job->parts; ++r) {
+    const int p = (own + r) % job->parts, end = range_end(job, p);
+    for (;;) {
+      const int i = atomic_fetch_add(&job->next[p], 1);
+      if (i >= end)
+        break;
+      const int rc = job->task(job->user_context, job->min + i, job->closure);
+      if (rc != 0) {
+        int expected = 0;
+        atomic_compare_exchange_strong(&job->error, &expected, rc);
+      }
     }
   }
 }
@@ -101,7 +116,7 @@ static void *worker(void *arg) {
     atomic_fetch_add(&pool.active, 1);
     pool_job *job = atomic_load(&pool.job);
     if (job)
-      run_tasks(job);
+      run_tasks(job, (index + 1) % job->parts);
     atomic_fetch_sub(&pool.active, 1);
   }
   return NULL;
@@ -153,7 +168,9 @@ static int pool_do_par_for(void *user_context, halide_task_t task, int min,
     return serial(user_context, task, min, size, closure);
   }
   pool_job job = {task, user_context, closure, min, size};
-  atomic_init(&job.next, 0);
+  job.parts = threads < size ? threads : size;
+  for (int p = 0; p < job.parts; ++p)
+    atomic_init(&job.next[p], p == 0 ? 0 : range_end(&job, p - 1));
   atomic_init(&job.error, 0);
   atomic_store(&pool.job, &job);
   atomic_fetch_add(&pool.generation, 1);
@@ -162,7 +179,7 @@ static int pool_do_par_for(void *user_context, halide_task_t task, int min,
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
   }
-  run_tasks(&job);
+  run_tasks(&job, 0);
   atomic_store(&pool.job, NULL);
   while (atomic_load(&pool.active) != 0)
     SPARK_PAUSE();
