@@ -232,6 +232,25 @@ protected:
 };
 /// One suite per scheme family, instantiated with the sets that have it.
 class Int8Kernels : public MatrixKernels {};
+
+/// Random 4-bit codes [N][K] in groups of `group` along K, packed two a byte
+/// (low nibble first), and an f16 scale per group.
+struct FourBit {
+  std::vector<int> code;
+  std::vector<uint8_t> bytes;
+  std::vector<uint16_t> scales;
+  FourBit(std::mt19937 &rng, int group)
+      : code(size_t(N) * K), bytes(size_t(N) * K / 2),
+        scales(size_t(N) * (K / group)) {
+    std::uniform_int_distribution<int> nibble(0, 15);
+    for (int &v : code)
+      v = nibble(rng);
+    for (size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = uint8_t(code[2 * i] | code[2 * i + 1] << 4);
+    for (size_t i = 0; i < scales.size(); ++i)
+      scales[i] = floatToHalf(0.01f + 0.001f * float(i % 37));
+  }
+};
 class W4A16Kernels : public MatrixKernels {};
 class WideKernels : public MatrixKernels {};
 
@@ -276,16 +295,10 @@ TEST_P(Int8Kernels, W4A8) {
   // Groups of 64 and 128 (the kernel reads the size off the scales).
   for (const int Group : set().groups) {
     SCOPED_TRACE("group " + std::to_string(Group));
-    std::uniform_int_distribution<int> nibble(0, 15);
-    std::vector<int> code(size_t(N) * K);
-    std::vector<uint8_t> w(size_t(N) * K / 2);
-    std::vector<uint16_t> scales(size_t(N) * (K / Group));
-    for (int &v : code)
-      v = nibble(c.rng);
-    for (size_t i = 0; i < w.size(); ++i) // low nibble first
-      w[i] = uint8_t(code[2 * i] | code[2 * i + 1] << 4);
-    for (size_t i = 0; i < scales.size(); ++i)
-      scales[i] = floatToHalf(0.01f + 0.001f * float(i % 37));
+    const FourBit weights(c.rng, Group);
+    const std::vector<int> &code = weights.code;
+    std::vector<uint8_t> w = weights.bytes;
+    std::vector<uint16_t> scales = weights.scales;
     std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
     for (int t = 0; t < c.T; ++t) {
       float xs;
@@ -324,18 +337,12 @@ TEST_P(W4A16Kernels, W4A16) {
   Case c(tokens());
   for (const int Group : set().groups) {
     SCOPED_TRACE("group " + std::to_string(Group));
-    std::uniform_int_distribution<int> nibble(0, 15);
-    std::vector<int> code(size_t(N) * K);
-    std::vector<uint8_t> w(size_t(N) * K / 2);
-    std::vector<uint16_t> scales(size_t(N) * (K / Group)), zeros(scales.size());
-    for (int &v : code)
-      v = nibble(c.rng);
-    for (size_t i = 0; i < w.size(); ++i)
-      w[i] = uint8_t(code[2 * i] | code[2 * i + 1] << 4);
-    for (size_t i = 0; i < scales.size(); ++i) {
-      scales[i] = floatToHalf(0.01f + 0.001f * float(i % 37));
+    const FourBit weights(c.rng, Group);
+    const std::vector<int> &code = weights.code;
+    std::vector<uint8_t> w = weights.bytes;
+    std::vector<uint16_t> scales = weights.scales, zeros(scales.size());
+    for (size_t i = 0; i < zeros.size(); ++i)
       zeros[i] = floatToHalf(float(i % 16) * 0.75f);
-    }
     // f32, bf16 and f16 inputs, those the set takes.
     for (int type : {0, 1, 2}) {
       const W4Kernel kernel = set().w4a16[type];

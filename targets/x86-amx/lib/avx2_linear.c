@@ -28,7 +28,7 @@
  *
  * Each parallel task takes kRowsPerTask consecutive rows, one row at a time,
  * so the weights are read as one linear stream; one token (decode) requests
- * each line kPrefetchBytes ahead of its use. More tokens run 4 at a time
+ * each line kSparkPrefetchAvx2 ahead of its use. More tokens run 4 at a time
  * against each row, so every weight load feeds 4 tokens while the task's
  * rows stay in cache. Blocks keep several independent accumulators so that
  * no FMA latency chain limits a row. Compiled with -mavx2 -mfma -mf16c. */
@@ -54,14 +54,9 @@ static inline int group_of(const halide_buffer_t *x,
   return group == 64 || group == 128 ? group : 0;
 }
 
-/* One token reads each row once, from memory: the line kPrefetchBytes ahead
- * is requested before each 64-byte line is used. Measured on the 1.7b w4a8
- * (AMD EPYC, 1 thread): no prefetch 16.0 tok/s, 256 B 16.1, 1 KiB 18.9,
- * 1.5 KiB 20.6, 2 KiB 20.0, 4 KiB 18.4. */
-enum { kPrefetchBytes = 1536 };
-
+/* One token reads each row once, from memory (microkernel_support.h). */
 static inline void prefetch_line(const void *line) {
-  _mm_prefetch((const char *)line + kPrefetchBytes, _MM_HINT_T0);
+  spark_prefetch_ahead(line, kSparkPrefetchAvx2);
 }
 
 #define SPARK_BLOCK static inline __attribute__((always_inline)) void
@@ -178,8 +173,7 @@ static inline __m256 widen8(const uint8_t *row, int bf16, int k) {
 SPARK_BLOCK wide_block(const avx2_job *j, int bf16, int n, int t0,
                        const int TB) {
   /* 4 chains for one token where K allows (K is a multiple of 16). */
-  const int K = j->K, H = TB == 1 && K % 32 == 0 ? 4 : 2,
-            bytes = bf16 ? 2 : 1;
+  const int K = j->K, H = TB == 1 && K % 32 == 0 ? 4 : 2, bytes = bf16 ? 2 : 1;
   __m256 acc[4][4];
   for (int h = 0; h < H; ++h)
     for (int t = 0; t < TB; ++t)

@@ -7,15 +7,15 @@
  * consumes 32 weights: bf16 ones straight from the pack, int8 codes widened
  * to bf16 (exact), 4-bit codes looked up as bf16 (vpshufb on the nibbles,
  * exact). Each task takes a block of rows; 4 rows share every activation
- * load (bf16 and w8a16 decode) or 4 rows x 4 tokens make 16 accumulators
- * (prefill). w4a16 reads one row at a time as one stream (one token: each
- * line requested kPrefetchBytes ahead; more: 4 tokens share each row).
+ * load (bf16 decode) or 4 rows x 4 tokens make 16 accumulators (bf16 and
+ * w8a16 prefill). w8a16 decode and w4a16 read one row at a time as one
+ * stream (one token: each line requested kSparkPrefetchAvx512 ahead; w4a16
+ * with more tokens: 4 share each row).
  * Needs K % 32 == 0 (w4a16: K % 128 == 0). Compiled with -mavx512f
  * -mavx512bw -mavx512bf16 (and -mf16c for the 4-bit scales); entered only
  * when CPUID reports AVX512_BF16. */
 #include "HalideRuntime.h"
 #include "microkernel_support.h"
-#include "x86_inputs.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -60,10 +60,8 @@ static uint16_t *to_bf16(const halide_buffer_t *x) {
   return xb;
 }
 
-enum { kPrefetchBytes = 4096 };
-
 /* One token against the int8 rows n0..n1-1 (w8a16 decode): one row at a
- * time, as one stream, each line requested kPrefetchBytes ahead. */
+ * time, as one stream, each line requested kSparkPrefetchAvx512 ahead. */
 static void w8_token(const bf16_job *job, int n0, int n1) {
   const int K = job->K;
   for (int n = n0; n < n1; ++n) {
@@ -71,7 +69,7 @@ static void w8_token(const bf16_job *job, int n0, int n1) {
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int k = 0; k < K; k += 32) {
       if (k % 64 == 0)
-        _mm_prefetch((const char *)row + k + kPrefetchBytes, _MM_HINT_T0);
+        spark_prefetch_ahead(row + k, kSparkPrefetchAvx512);
       acc[(k / 32) % 2] =
           _mm512_dpbf16_ps(acc[(k / 32) % 2], codes_to_bf16(row + k),
                            (__m512bh)_mm512_loadu_si512(job->x + k));
@@ -242,7 +240,7 @@ static inline __attribute__((always_inline)) void w4_row(const w4_job *j, int n,
   for (int g = 0; g < groups; ++g) {
     const uint8_t *line = row + (size_t)g * (kW4Group / 2);
     if (TB == 1)
-      _mm_prefetch((const char *)line + kPrefetchBytes, _MM_HINT_T0);
+      spark_prefetch_ahead(line, kSparkPrefetchAvx512);
     __m512bh w[4];
     w4_words(line, w);
     const __m512 scale = _mm512_set1_ps(_cvtsh_ss(scales[g]));
@@ -306,25 +304,31 @@ int spark_bf16_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
       !spark_groups_fit(x, scales, kW4Group) ||
       !spark_groups_fit(x, zeros, kW4Group))
     return -1;
-  float *inputs, *sums;
-  if (spark_prepare_inputs(x, kSparkBF16Inputs, kW4Group, &inputs, &sums) != 0)
-    return -1;
+  /* The inputs rounded to bf16, in the order of the words w4_words yields,
+   * and each group's sum (in input order, as spark_prepare_inputs sums). */
+  const int groups = K / kW4Group, xs = x->dim[1].stride;
+  const size_t cells = (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1);
+  float *sums = (float *)malloc(sizeof(float) * cells);
   uint16_t *words = NULL;
   int rc = -1;
-  if (posix_memalign((void **)&words, 64,
+  if (sums &&
+      posix_memalign((void **)&words, 64,
                      (size_t)(T > 0 ? T : 1) * K * sizeof(uint16_t)) == 0) {
-    /* prepare_inputs ordered each group's even-index inputs, then its
-     * odd-index ones; they are exact bf16, so their top halves. */
     for (int t = 0; t < T; ++t)
-      for (int g = 0; g < K / kW4Group; ++g)
+      for (int g = 0; g < groups; ++g) {
+        const float *from =
+            (const float *)x->host + (size_t)t * xs + (size_t)g * kW4Group;
+        uint16_t *to = words + (size_t)t * K + (size_t)g * kW4Group;
+        float sum = 0.0f;
         for (int i = 0; i < kW4Group; ++i) {
-          const float v = inputs[(size_t)t * K + (size_t)g * kW4Group +
-                                 (i % 2) * (kW4Group / 2) + i / 2];
+          const float v = spark_round_bf16(from[i]);
           uint32_t bits;
           memcpy(&bits, &v, sizeof(bits));
-          words[(size_t)t * K + (size_t)g * kW4Group + w4_word_of(i)] =
-              (uint16_t)(bits >> 16);
+          to[w4_word_of(i)] = (uint16_t)(bits >> 16);
+          sum += v;
         }
+        sums[(size_t)t * groups + g] = sum;
+      }
     w4_job job = {(const uint8_t *)w->host,
                   (const uint16_t *)scales->host,
                   (const uint16_t *)zeros->host,
@@ -340,7 +344,6 @@ int spark_bf16_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
                            (uint8_t *)&job);
   }
   free(words);
-  free(inputs);
   free(sums);
   return rc;
 }

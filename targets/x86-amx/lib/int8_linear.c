@@ -14,7 +14,7 @@
  *   w4a8: the weight codes 0..15 are the unsigned side; the -8 of
  *         (code - 8) * scale comes off as 8 * the group's sum of input codes.
  * Each task takes a block of rows. One token (decode) reads them one row at
- * a time, as one stream, each line requested kPrefetchBytes ahead; more
+ * a time, as one stream, each line requested kSparkPrefetchAvx512 ahead; more
  * tokens accumulate 4 rows x up to 4 tokens at a time, so every weight
  * vector loaded feeds up to 4 tokens. Both orders give the same sums.
  * Needs K % 64 == 0 (w8a8) or K % 128 == 0 (w4a8), and N % 4 == 0.
@@ -30,12 +30,9 @@
 
 enum { kRowsPerTask = 64, kGroup = 128 };
 
-/* Measured on the 1.7b w4a16 (AMD EPYC Zen 5, one thread, tg64): 1.5 KiB
- * ahead 79% of the roofline, 4 KiB 87%, 8 KiB 79%. */
-enum { kPrefetchBytes = 4096 };
-
+/* One token reads each row once, from memory (microkernel_support.h). */
 static inline void prefetch_line(const void *line) {
-  _mm_prefetch((const char *)line + kPrefetchBytes, _MM_HINT_T0);
+  spark_prefetch_ahead(line, kSparkPrefetchAvx512);
 }
 
 typedef struct int8_job {
