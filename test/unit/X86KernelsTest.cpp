@@ -8,6 +8,7 @@
 // tasks with a partial one, strided inputs and outputs. The sets:
 //   avx2:       targets/x86-amx/lib/avx2_linear.c (every scheme)
 //   avx512vnni: int8_linear.c (w8a8, w4a8), w4_linear.c (w4a16)
+//   avx512vnni_int16: int8_linear.c (w4a16 with bf16/f16 inputs as int16)
 //   avx512bf16: bf16_linear.c (w4a16 and w8a16 with bf16 inputs, bf16)
 // A CPU without a set's features prints [SKIP] and its cases are reported
 // as skipped.
@@ -48,6 +49,8 @@ SPARK_INT8_KERNEL(spark_vnni_linear_w4a8)
 SPARK_W4_KERNEL(spark_avx512_linear_w4a16)
 SPARK_W4_KERNEL(spark_avx512_linear_w4a16_xbf16)
 SPARK_W4_KERNEL(spark_avx512_linear_w4a16_xf16)
+SPARK_W4_KERNEL(spark_vnni_linear_w4a16_xbf16)
+SPARK_W4_KERNEL(spark_vnni_linear_w4a16_xf16)
 SPARK_W4_KERNEL(spark_bf16_linear_w4a16)
 SPARK_W8_KERNEL(spark_bf16_linear_w8a16)
 int spark_bf16_linear(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
@@ -140,6 +143,18 @@ const KernelSet kAvx512Vnni = {"avx512vnni",
                                {nullptr, nullptr},
                                nullptr,
                                0};
+// The decode kernels of 16-bit inputs as int16 on vpdpbusd (int8_linear.c).
+const KernelSet kAvx512VnniInt16 = {
+    "avx512vnni_int16",
+    cpuHasAvx512Vnni,
+    "AVX-512 F/BW and AVX512_VNNI",
+    nullptr,
+    nullptr,
+    {128},
+    {nullptr, spark_vnni_linear_w4a16_xbf16, spark_vnni_linear_w4a16_xf16},
+    {nullptr, nullptr},
+    nullptr,
+    0};
 const KernelSet kAvx512BF16 = {"avx512bf16",
                                cpuHasAvx512BF16,
                                "AVX512_BF16",
@@ -497,7 +512,8 @@ INSTANTIATE_TEST_SUITE_P(
     caseName);
 INSTANTIATE_TEST_SUITE_P(
     X86, W4A16Kernels,
-    ::testing::Combine(::testing::Values(&kAvx2, &kAvx512Vnni, &kAvx512BF16),
+    ::testing::Combine(::testing::Values(&kAvx2, &kAvx512Vnni,
+                                         &kAvx512VnniInt16, &kAvx512BF16),
                        kTokens),
     caseName);
 INSTANTIATE_TEST_SUITE_P(

@@ -74,16 +74,28 @@ static inline int spark_quantize_rows(const halide_buffer_t *x,
 }
 
 /* Decode streams each weight row once, from memory, one row at a time: the
- * line `ahead` bytes past `line` is requested before `line` is used (into
- * every cache level). Distances measured on the 1.7b, one thread, tg64:
+ * line `ahead` bytes past `line` is requested before `line` is used.
+ * Distances measured on the 1.7b, one thread, tg64:
  *   AMD EPYC Zen 3, avx2 w4a8: none 16.0 tok/s, 256 B 16.1, 1 KiB 18.9,
  *     1.5 KiB 20.6, 2 KiB 20.0, 4 KiB 18.4 (avx2_linear.c: 1.5 KiB);
  *   AMD EPYC Zen 5, avx512bf16 w4a16: 1.5 KiB 79% of the roofline, 4 KiB
  *     87%, 8 KiB 79% (the AVX-512 kernels: 4 KiB). */
 enum { kSparkPrefetchAvx2 = 1536, kSparkPrefetchAvx512 = 4096 };
 
+/* Into every cache level (prefetcht0): the AVX2 kernels. */
 static inline void spark_prefetch_ahead(const void *line, int ahead) {
   __builtin_prefetch((const char *)line + ahead, 0, 3);
+}
+
+/* Into L2 and the last level, not L1 (prefetcht1): the AVX-512 kernels. A
+ * prefetch into L1 holds one of its few fill buffers until the line
+ * arrives; one into L2 does not, so more lines are on their way at once.
+ * Intel Xeon with AMX (2-core VM, 2026-12-01), 1.7b tg64 at 4 KiB, % of the
+ * same run's roofline, 1 / 2 threads: w8a8 79% / 77% into L1, 97% / 98%
+ * into L2; w8a16 70% / 73% -> 93% / 95%; w4a8 94% / 86% -> 96% / 87%;
+ * w4a16 83% / 72% -> 85% / 80%. */
+static inline void spark_prefetch_l2_ahead(const void *line, int ahead) {
+  __builtin_prefetch((const char *)line + ahead, 0, 2);
 }
 
 /* x rounded to bfloat16 (to nearest, ties to even), as f32: what the Halide

@@ -254,12 +254,10 @@ SPARK_BLOCK w4a16_block(const avx2_job *j, int n, int t0, const int TB) {
 /* ---- bf16 / f16 inputs, int16 products --------------------------------- */
 
 /* The inputs rounded to bf16 or f16 are taken as int16 multiples of a power
- * of two per token and group (the weights' group G, or 128 for w8a16),
- * 2^ceil(log2(max |x| / 32767)): every value within 2^8 (bf16) or 2^5 (f16) of
- * the group's largest is exact, a smaller one is off by at most half that power
- * of two. The products are vpmaddwd of int16 weights (codes widened with
- * vpmovzxbw / vpmovsxbw) and these inputs into exact int32 sums, scaled once
- * per group. */
+ * of two per token and group (the weights' group G, or 128 for w8a16; see
+ * spark_int16_group in x86_inputs.h). The products are vpmaddwd of int16
+ * weights (codes widened with vpmovzxbw / vpmovsxbw) and these inputs into
+ * exact int32 sums, scaled once per group. */
 
 /* The f32 factors of 8 groups from group g on (fewer at the end): each
  * group's weight scale times its input scale, into factor[0..8), and the
@@ -548,71 +546,18 @@ static int run_wide(halide_buffer_t *x, int rounding, int group, avx2_job *job,
   return rc;
 }
 
-/* bf16 / f16 inputs as int16 (see the int16 blocks): rounded, for 4-bit
- * weights reordered per group, then each group's power-of-two scale, its
- * int16 values and (4-bit) the sum of the values they stand for. */
+/* bf16 / f16 inputs as int16 (see the int16 blocks; spark_prepare_int16). */
 static int run_int16(halide_buffer_t *x, int rounding, int four_bit,
                      avx2_job *job, int (*task)(void *, int, uint8_t *)) {
-  const int K = job->K, T = job->T, G = job->group, groups = K / G;
-  float *inputs, *sums = NULL;
-  if (spark_prepare_inputs(x, rounding, four_bit ? G : 0, &inputs, &sums) != 0)
+  spark_int16_inputs in;
+  if (spark_prepare_int16(x, rounding, job->group, four_bit, &in) != 0)
     return -1;
-  const size_t cells = (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1);
-  int16_t *values = NULL;
-  float *scales = (float *)malloc(sizeof(float) * cells);
-  int rc = -1;
-  if (scales &&
-      posix_memalign((void **)&values, 64,
-                     sizeof(int16_t) * (size_t)(T > 0 ? T : 1) * K) == 0) {
-    for (int t = 0; t < T; ++t)
-      for (int g = 0; g < groups; ++g) {
-        const float *v = inputs + (size_t)t * K + (size_t)g * G;
-        int16_t *q = values + (size_t)t * K + (size_t)g * G;
-        float largest = 0.0f;
-        for (int i = 0; i < G; ++i)
-          largest = fmaxf(largest, fabsf(v[i]));
-        int exponent = 0;
-        if (largest > 0.0f)
-          frexpf(largest / 32767.0f,
-                 &exponent); /* 2^exponent >= largest / 32767 */
-        const float scale = ldexpf(1.0f, exponent),
-                    inverse = ldexpf(1.0f, -exponent);
-        int32_t total = 0;
-        for (int i = 0; i < G; ++i) {
-          q[i] = (int16_t)nearbyintf(v[i] * inverse);
-          total += q[i];
-        }
-        scales[(size_t)t * groups + g] = scale;
-        /* the sum of what the int16 values stand for replaces the f32 sum
-         * spark_prepare_inputs wrote, so the zero point comes off exactly */
-        if (four_bit)
-          sums[(size_t)t * groups + g] = (float)total * scale;
-      }
-    job->inputs16 = values;
-    job->input_scales = scales;
-    job->sums = sums;
-    uint8_t *split = NULL;
-    if (four_bit) { /* the byte planes the 4-bit block reads */
-      if (posix_memalign((void **)&split, 64,
-                         (size_t)(T > 0 ? T : 1) * K * 2) == 0) {
-        for (size_t c = 0; c < (size_t)T * groups; ++c)
-          for (int i = 0; i < G; ++i) {
-            const uint16_t v = (uint16_t)values[c * G + i];
-            split[c * 2 * G + i] = (uint8_t)(v & 0xff);
-            split[c * 2 * G + G + i] = (uint8_t)(v >> 8);
-          }
-        job->input_bytes = split;
-        rc = run_rows(job, task);
-      }
-    } else {
-      rc = run_rows(job, task);
-    }
-    free(split);
-  }
-  free(inputs);
-  free(sums);
-  free(values);
-  free(scales);
+  job->inputs16 = in.values;
+  job->input_scales = in.scales;
+  job->sums = in.sums;
+  job->input_bytes = in.bytes;
+  const int rc = run_rows(job, task);
+  spark_free_int16(&in);
   return rc;
 }
 

@@ -8,14 +8,16 @@
  * to bf16 (exact), 4-bit codes looked up as bf16 (vpshufb on the nibbles,
  * exact). Each task takes a block of rows; 4 rows share every activation
  * load (bf16 decode) or 4 rows x 4 tokens make 16 accumulators (bf16 and
- * w8a16 prefill). w8a16 decode and w4a16 read one row at a time as one
- * stream (one token: each line requested kSparkPrefetchAvx512 ahead; w4a16
- * with more tokens: 4 share each row).
- * Needs K % 32 == 0 (w4a16: K % 128 == 0). Compiled with -mavx512f
- * -mavx512bw -mavx512bf16 (and -mf16c for the 4-bit scales); entered only
- * when CPUID reports AVX512_BF16. */
+ * w8a16 prefill). w8a16 decode (int16 inputs on vpdpwssd, as avx2_linear.c
+ * takes them) and w4a16 read one row at a time as one stream (one token:
+ * each line requested into L2 kSparkPrefetchAvx512 ahead; w4a16 with more
+ * tokens: 4 share each row). Needs K % 32 == 0 (w4a16: K % 128 == 0). Compiled
+ * with -mavx512f -mavx512bw -mavx512bf16 -mavx512vnni -mf16c; entered only when
+ * CPUID reports AVX512_BF16 (the avx512bf16 variant also requires AVX512_VNNI).
+ */
 #include "HalideRuntime.h"
 #include "microkernel_support.h"
+#include "x86_inputs.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -23,13 +25,18 @@
 #include <string.h>
 
 typedef struct bf16_job {
-  const uint16_t *w;   /* [N][K] bf16 weights, or NULL and: */
-  const int8_t *codes; /* [N][K] int8 weights (w8a16) */
-  const float *scales; /* [N]: their row scales */
-  const uint16_t *x;   /* [T][K] bf16 */
-  float *out;          /* [T][out_stride] */
+  const uint16_t *w;       /* [N][K] bf16 weights, or NULL and: */
+  const int8_t *codes;     /* [N][K] int8 weights (w8a16) */
+  const float *scales;     /* [N]: their row scales */
+  const uint16_t *x;       /* [T][K] bf16, or NULL and (w8a16 decode): */
+  const int16_t *x16;      /* [K] the bf16 inputs as int16, with */
+  const float *x16_scales; /* [K / kInputGroup]: each group's power of two */
+  float *out;              /* [T][out_stride] */
   int K, N, T, out_stride, rows_per_task;
 } bf16_job;
+
+/* w8a16 decode's scaling group of int16 inputs (as avx2_linear.c's). */
+enum { kInputGroup = 128 };
 
 /* 32 int8 codes as bf16 pairs (exact). */
 static inline __m512bh codes_to_bf16(const int8_t *codes) {
@@ -61,18 +68,31 @@ static uint16_t *to_bf16(const halide_buffer_t *x) {
 }
 
 /* One token against the int8 rows n0..n1-1 (w8a16 decode): one row at a
- * time, as one stream, each line requested kSparkPrefetchAvx512 ahead. */
+ * time, as one stream, each line requested into L2 kSparkPrefetchAvx512 ahead.
+ * The codes are widened to int16 (vpmovsxbw) and multiplied with the int16
+ * inputs by vpdpwssd into exact int32 sums, one per group of kInputGroup,
+ * scaled by the group's power of two: two instructions per 32 codes (the
+ * widening to bf16 took six). */
 static void w8_token(const bf16_job *job, int n0, int n1) {
-  const int K = job->K;
+  const int K = job->K, groups = K / kInputGroup;
   for (int n = n0; n < n1; ++n) {
     const int8_t *row = job->codes + (size_t)n * K;
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int k = 0; k < K; k += 32) {
-      if (k % 64 == 0)
-        spark_prefetch_ahead(row + k, kSparkPrefetchAvx512);
-      acc[(k / 32) % 2] =
-          _mm512_dpbf16_ps(acc[(k / 32) % 2], codes_to_bf16(row + k),
-                           (__m512bh)_mm512_loadu_si512(job->x + k));
+    for (int g = 0; g < groups; ++g) {
+      const int8_t *line = row + (size_t)g * kInputGroup;
+      const int16_t *x = job->x16 + (size_t)g * kInputGroup;
+      spark_prefetch_l2_ahead(line, kSparkPrefetchAvx512);
+      spark_prefetch_l2_ahead(line + 64, kSparkPrefetchAvx512);
+      __m512i dot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+      for (int q = 0; q < kInputGroup / 32; ++q)
+        dot[q % 2] =
+            _mm512_dpwssd_epi32(dot[q % 2],
+                                _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                                    (const __m256i *)(line + 32 * q))),
+                                _mm512_load_si512(x + 32 * q));
+      acc[g % 2] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[0], dot[1])),
+                          _mm512_set1_ps(job->x16_scales[g]), acc[g % 2]);
     }
     job->out[n] = sum16(_mm512_add_ps(acc[0], acc[1])) * job->scales[n];
   }
@@ -85,7 +105,7 @@ rows_task(int task, const bf16_job *job, const int int8) {
   const int K = job->K;
   int n0 = task * job->rows_per_task;
   int n1 = n0 + job->rows_per_task < job->N ? n0 + job->rows_per_task : job->N;
-  if (int8 && job->T == 1) {
+  if (int8 && job->x16) {
     w8_token(job, n0, n1);
     return 0;
   }
@@ -129,18 +149,27 @@ static int w8_rows_task(void *user_context, int task, uint8_t *closure) {
   return rows_task(task, (const bf16_job *)closure, 1);
 }
 
-/* Rounds the inputs, runs `job` over blocks of about 64 rows (every thread
- * streams its own rows), frees. */
+/* Rounds the inputs (w8a16 decode with K % kInputGroup == 0: as int16), runs
+ * `job` over blocks of about 64 rows (every thread streams its own rows),
+ * frees. */
 static int run_bf16(const halide_buffer_t *x, bf16_job *job) {
-  uint16_t *xb = to_bf16(x);
-  if (!xb)
+  uint16_t *xb = NULL;
+  spark_int16_inputs in = {NULL, NULL, NULL, NULL};
+  if (job->codes && job->T == 1 && job->K % kInputGroup == 0) {
+    if (spark_prepare_int16(x, kSparkBF16Inputs, kInputGroup, 0, &in) != 0)
+      return -1;
+  } else if (!(xb = to_bf16(x))) {
     return -1;
+  }
   job->x = xb;
+  job->x16 = in.values;
+  job->x16_scales = in.scales;
   job->rows_per_task = 64;
   int rc = halide_do_par_for(
       NULL, job->codes ? w8_rows_task : bf16_rows_task, 0,
       (job->N + job->rows_per_task - 1) / job->rows_per_task, (uint8_t *)job);
   free(xb);
+  spark_free_int16(&in);
   return rc;
 }
 
@@ -150,9 +179,18 @@ int spark_bf16_linear(halide_buffer_t *x, halide_buffer_t *w,
   if (K % 32 != 0 || w->dim[0].extent != K || out->dim[0].extent != N ||
       out->dim[1].extent != T)
     return -1;
-  bf16_job job = {(const uint16_t *)w->host, NULL, NULL, NULL,
-                  (float *)out->host,        K,    N,    T,
-                  out->dim[1].stride,        0};
+  bf16_job job = {(const uint16_t *)w->host,
+                  NULL,
+                  NULL,
+                  NULL,
+                  NULL,
+                  NULL,
+                  (float *)out->host,
+                  K,
+                  N,
+                  T,
+                  out->dim[1].stride,
+                  0};
   return run_bf16(x, &job);
 }
 
@@ -168,6 +206,8 @@ int spark_bf16_linear_w8a16(halide_buffer_t *x, halide_buffer_t *w,
   bf16_job job = {NULL,
                   (const int8_t *)w->host,
                   (const float *)scales->host,
+                  NULL,
+                  NULL,
                   NULL,
                   (float *)out->host,
                   K,
@@ -240,7 +280,7 @@ static inline __attribute__((always_inline)) void w4_row(const w4_job *j, int n,
   for (int g = 0; g < groups; ++g) {
     const uint8_t *line = row + (size_t)g * (kW4Group / 2);
     if (TB == 1)
-      spark_prefetch_ahead(line, kSparkPrefetchAvx512);
+      spark_prefetch_l2_ahead(line, kSparkPrefetchAvx512);
     __m512bh w[4];
     w4_words(line, w);
     const __m512 scale = _mm512_set1_ps(_cvtsh_ss(scales[g]));

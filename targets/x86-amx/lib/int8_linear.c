@@ -14,15 +14,16 @@
  *   w4a8: the weight codes 0..15 are the unsigned side; the -8 of
  *         (code - 8) * scale comes off as 8 * the group's sum of input codes.
  * Each task takes a block of rows. One token (decode) reads them one row at
- * a time, as one stream, each line requested kSparkPrefetchAvx512 ahead; more
- * tokens accumulate 4 rows x up to 4 tokens at a time, so every weight
- * vector loaded feeds up to 4 tokens. Both orders give the same sums.
- * Needs K % 64 == 0 (w8a8) or K % 128 == 0 (w4a8), and N % 4 == 0.
- * Compiled with -mavx512f -mavx512bw -mavx512vnni -mf16c; entered only when
- * CPUID reports AVX512_VNNI. */
+ * a time, as one stream, each line requested into L2 kSparkPrefetchAvx512
+ * ahead; more tokens accumulate 4 rows x up to 4 tokens at a time, so every
+ * weight vector loaded feeds up to 4 tokens (the two orders add the same
+ * products, the f32 group terms in another order). Needs K % 64 == 0 (w8a8) or
+ * K % 128 == 0 (w4a8), and N % 4 == 0. Compiled with -mavx512f -mavx512bw
+ * -mavx512vnni -mf16c; entered only when CPUID reports AVX512_VNNI. */
 #include "HalideRuntime.h"
 
 #include "microkernel_support.h"
+#include "x86_inputs.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -32,7 +33,7 @@ enum { kRowsPerTask = 64, kGroup = 128 };
 
 /* One token reads each row once, from memory (microkernel_support.h). */
 static inline void prefetch_line(const void *line) {
-  spark_prefetch_ahead(line, kSparkPrefetchAvx512);
+  spark_prefetch_l2_ahead(line, kSparkPrefetchAvx512);
 }
 
 typedef struct int8_job {
@@ -44,7 +45,9 @@ typedef struct int8_job {
                                    64 even-index codes, then 64 odd-index codes */
   const float *token_scales;    /* [TP] */
   const int32_t *group_sums;    /* w4a8: [TP][K/128] sums of the input codes */
-  float *out;                   /* [T][out_stride] */
+  const uint16_t *group_zeros;  /* w4a16: f16 [N][K/128] */
+  const spark_int16_inputs *x16; /* w4a16: the inputs as int16 */
+  float *out;                    /* [T][out_stride] */
   int K, N, T, out_stride;
 } int8_job;
 
@@ -119,31 +122,57 @@ static int w8a8_task(void *user_context, int task, uint8_t *closure) {
   return 0;
 }
 
-/* One token against rows n0..n1-1 (w4a8), in the block's order of sums. */
+/* The f32 group scales of row n's groups g..g+15 (fewer at the end) times
+ * `by` (each group's input factor), into factor[0..16); returns the mask of
+ * the groups there are. */
+static inline __mmask16 group_factors(const uint16_t *scales, const float *by,
+                                      int g, int groups, float *factor) {
+  const int count = groups - g < 16 ? groups - g : 16;
+  const __mmask16 mask = (__mmask16)((1u << count) - 1u);
+  const __m512 scale = _mm512_cvtph_ps(_mm512_castsi512_si256(
+      _mm512_maskz_loadu_epi16((__mmask32)mask, scales + g)));
+  _mm512_storeu_ps(factor,
+                   _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(mask, by + g)));
+  return mask;
+}
+
+/* One token against rows n0..n1-1 (w4a8), in the block's order of sums. The
+ * -8 of every code comes off as 8 * the sum over groups of scale * input
+ * code sum, 16 groups at a time; two chains of accumulators. */
 static void w4a8_token(const int8_job *job, int n0, int n1) {
   const int K = job->K, groups = K / kGroup;
   const __m512i low = _mm512_set1_epi8(0x0f);
+  float *sums = (float *)__builtin_alloca(sizeof(float) * (groups + 16));
+  for (int g = 0; g < groups; ++g)
+    sums[g] = 8.0f * (float)job->group_sums[g];
   for (int n = n0; n < n1; ++n) {
     const uint8_t *row = job->w4 + (size_t)n * (K / 2);
     const uint16_t *scales = job->group_scales + (size_t)n * groups;
-    __m512 acc = _mm512_setzero_ps();
-    float offset = 0.0f;
-    for (int g = 0; g < groups; ++g) {
-      const uint8_t *line = row + (size_t)g * (kGroup / 2);
-      prefetch_line(line);
-      const __m512i bytes = _mm512_loadu_si512(line);
-      const __m512i even = _mm512_and_si512(bytes, low);
-      const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);
-      const uint8_t *c = job->codes + (size_t)g * kGroup;
-      __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even,
-                                        _mm512_loadu_si512(c));
-      dot = _mm512_dpbusd_epi32(dot, odd, _mm512_loadu_si512(c + 64));
-      const float scale = _cvtsh_ss(scales[g]);
-      acc =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(scale), acc);
-      offset += 8.0f * (float)job->group_sums[g] * scale;
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 offset = _mm512_setzero_ps();
+    for (int g0 = 0; g0 < groups; g0 += 16) {
+      float factor[16];
+      const __mmask16 mask = group_factors(scales, sums, g0, groups, factor);
+      offset = _mm512_add_ps(offset, _mm512_maskz_loadu_ps(mask, factor));
+      const int g1 = g0 + 16 < groups ? g0 + 16 : groups;
+      for (int g = g0; g < g1; ++g) {
+        const uint8_t *line = row + (size_t)g * (kGroup / 2);
+        prefetch_line(line);
+        const __m512i bytes = _mm512_loadu_si512(line);
+        const __m512i even = _mm512_and_si512(bytes, low);
+        const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);
+        const uint8_t *c = job->codes + (size_t)g * kGroup;
+        __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even,
+                                          _mm512_loadu_si512(c));
+        dot = _mm512_dpbusd_epi32(dot, odd, _mm512_loadu_si512(c + 64));
+        acc[g % 2] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                            _mm512_set1_ps(_cvtsh_ss(scales[g])), acc[g % 2]);
+      }
     }
-    job->out[n] = (_mm512_reduce_add_ps(acc) - offset) * job->token_scales[0];
+    job->out[n] = (_mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) -
+                   _mm512_reduce_add_ps(offset)) *
+                  job->token_scales[0];
   }
 }
 
@@ -202,6 +231,123 @@ static int w4a8_task(void *user_context, int task, uint8_t *closure) {
   return 0;
 }
 
+/* ---- w4a16: 4-bit codes, bf16 or f16 inputs as int16 ----------------- */
+
+/* Row n times token t (w4a16): the int16 inputs (spark_prepare_int16) split
+ * into their high bytes (signed), multiplied with the nibbles (unsigned),
+ * and their low bytes (unsigned), multiplied with the nibbles (as signed
+ * bytes 0..15): four vpdpbusd per 64 weight bytes into exact int32 sums,
+ * high * 256 + low, then each group's scale times its input power of two.
+ * The zero points come off as sum over groups of scale * zero * what the
+ * group's int16 inputs stand for, 16 groups at a time. */
+static inline __attribute__((always_inline)) void
+w4a16_row(const int8_job *job, int n, int t, int prefetch) {
+  const int K = job->K, groups = K / kGroup;
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const uint8_t *row = job->w4 + (size_t)n * (K / 2);
+  const uint16_t *scales = job->group_scales + (size_t)n * groups;
+  const uint16_t *zeros = job->group_zeros + (size_t)n * groups;
+  const float *input_scales = job->x16->scales + (size_t)t * groups;
+  const float *sums = job->x16->sums + (size_t)t * groups;
+  const uint8_t *bytes = job->x16->bytes + (size_t)t * groups * (2 * kGroup);
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  __m512 offset = _mm512_setzero_ps();
+  for (int g0 = 0; g0 < groups; g0 += 16) {
+    float factor[16];
+    const __mmask16 mask =
+        group_factors(scales, input_scales, g0, groups, factor);
+    const __m512 zero = _mm512_cvtph_ps(_mm512_castsi512_si256(
+        _mm512_maskz_loadu_epi16((__mmask32)mask, zeros + g0)));
+    const __m512 scale = _mm512_cvtph_ps(_mm512_castsi512_si256(
+        _mm512_maskz_loadu_epi16((__mmask32)mask, scales + g0)));
+    offset = _mm512_fmadd_ps(_mm512_mul_ps(scale, zero),
+                             _mm512_maskz_loadu_ps(mask, sums + g0), offset);
+    const int g1 = g0 + 16 < groups ? g0 + 16 : groups;
+    for (int g = g0; g < g1; ++g) {
+      const uint8_t *line = row + (size_t)g * (kGroup / 2);
+      if (prefetch)
+        prefetch_line(line);
+      const __m512i w = _mm512_loadu_si512(line);
+      const __m512i even = _mm512_and_si512(w, low);
+      const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
+      /* low bytes of the even-index inputs, of the odd ones, high bytes of
+       * the even ones, of the odd ones */
+      const uint8_t *x = bytes + (size_t)g * (2 * kGroup);
+      __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even,
+                                       _mm512_load_si512(x + 128));
+      __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                       _mm512_load_si512(x), even);
+      hi = _mm512_dpbusd_epi32(hi, odd, _mm512_load_si512(x + 192));
+      lo = _mm512_dpbusd_epi32(lo, _mm512_load_si512(x + 64), odd);
+      const __m512i dot = _mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo);
+      acc[g % 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                   _mm512_set1_ps(factor[g - g0]), acc[g % 2]);
+    }
+  }
+  job->out[(size_t)t * job->out_stride + n] =
+      _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) -
+      _mm512_reduce_add_ps(offset);
+}
+
+/* One token (decode): one row at a time, as one stream; more tokens: each
+ * row against every token while it is in cache. */
+static int w4a16_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  const int8_job *job = (const int8_job *)closure;
+  const int n0 = task * kRowsPerTask;
+  const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
+  for (int n = n0; n < n1; ++n) {
+    if (job->T == 1)
+      w4a16_row(job, n, 0, 1);
+    else
+      for (int t = 0; t < job->T; ++t)
+        w4a16_row(job, n, t, 0);
+  }
+  return 0;
+}
+
+static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
+                 halide_buffer_t *scales, halide_buffer_t *zeros,
+                 halide_buffer_t *out, int rounding) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (!spark_linear_fits(x, w, out, 2, kGroup, 1) ||
+      !spark_groups_fit(x, scales, kGroup) ||
+      !spark_groups_fit(x, zeros, kGroup))
+    return -1;
+  spark_int16_inputs in;
+  if (spark_prepare_int16(x, rounding, kGroup, 1, &in) != 0)
+    return -1;
+  int8_job job = {NULL, (const uint8_t *)w->host,
+                  NULL, (const uint16_t *)scales->host,
+                  NULL, NULL,
+                  NULL, (const uint16_t *)zeros->host,
+                  &in,  (float *)out->host,
+                  K,    N,
+                  T,    out->dim[1].stride};
+  const int rc =
+      halide_do_par_for(NULL, w4a16_task, 0,
+                        (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
+  spark_free_int16(&in);
+  return rc;
+}
+
+/* w4a16 with bf16 (f16) inputs: x f32 [K, T], w u8 [K/2, N], scales and
+ * zeros f16 [K/128, N], out f32 [N, T]; out = sum over groups of
+ * scale * sum_k (code - zero) * the input rounded to bf16 (f16), each input
+ * taken as an int16 multiple of its group's power of two (x86_inputs.h). */
+int spark_vnni_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
+                                  halide_buffer_t *scales,
+                                  halide_buffer_t *zeros,
+                                  halide_buffer_t *out) {
+  return w4a16(x, w, scales, zeros, out, kSparkBF16Inputs);
+}
+
+int spark_vnni_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
+                                 halide_buffer_t *scales,
+                                 halide_buffer_t *zeros, halide_buffer_t *out) {
+  return w4a16(x, w, scales, zeros, out, kSparkF16Inputs);
+}
+
 /* Quantizes the inputs into the layout `task` reads, runs it over blocks of
  * rows, frees. */
 static int run_int8(halide_buffer_t *x, float input_scale, int8_job *job,
@@ -258,6 +404,8 @@ int spark_vnni_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                   NULL,
                   NULL,
                   NULL,
+                  NULL,
+                  NULL,
                   (float *)out->host,
                   K,
                   N,
@@ -275,6 +423,7 @@ int spark_vnni_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
     return -1;
   int8_job job = {NULL, (const uint8_t *)w->host,
                   NULL, (const uint16_t *)scales->host,
+                  NULL, NULL,
                   NULL, NULL,
                   NULL, (float *)out->host,
                   K,    N,

@@ -10,6 +10,7 @@
 #include "microkernel_support.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -67,6 +68,92 @@ static inline int spark_prepare_inputs(const halide_buffer_t *x, int rounding,
       (*sums)[(size_t)t * groups + g] = sum;
     }
   }
+  return 0;
+}
+
+/* The inputs of one scaling group (G rounded bf16 or f16 values v) as int16
+ * multiples of a power of two, 2^ceil(log2(max |v| / 32767)), into q; returns
+ * the power of two and, in *total, the sum of the int16 values. Every value
+ * within 2^8 (bf16) or 2^5 (f16) of the group's largest is exact, a smaller
+ * one is off by at most half the power of two. */
+static inline float spark_int16_group(const float *v, int G, int16_t *q,
+                                      int32_t *total) {
+  float largest = 0.0f;
+  for (int i = 0; i < G; ++i)
+    largest = fmaxf(largest, fabsf(v[i]));
+  int exponent = 0;
+  if (largest > 0.0f)
+    frexpf(largest / 32767.0f, &exponent); /* 2^exponent >= largest / 32767 */
+  const float inverse = ldexpf(1.0f, -exponent);
+  int32_t sum = 0;
+  for (int i = 0; i < G; ++i) {
+    q[i] = (int16_t)nearbyintf(v[i] * inverse);
+    sum += q[i];
+  }
+  *total = sum;
+  return ldexpf(1.0f, exponent);
+}
+
+/* 16-bit inputs as int16 (spark_prepare_int16). */
+typedef struct spark_int16_inputs {
+  int16_t *values; /* [T][K] (4-bit: in the order of spark_prepare_inputs) */
+  float *scales;   /* [T][K / G]: each group's power of two */
+  float *sums;     /* 4-bit: [T][K / G] what each group's values stand for */
+  uint8_t *bytes;  /* 4-bit: [T][K / G][2 G]: a group's low bytes, then its
+                      high bytes */
+} spark_int16_inputs;
+
+static inline void spark_free_int16(spark_int16_inputs *in) {
+  free(in->values);
+  free(in->scales);
+  free(in->sums);
+  free(in->bytes);
+  in->values = NULL;
+  in->scales = in->sums = NULL;
+  in->bytes = NULL;
+}
+
+/* The T rows of x (f32 [K, T], K % G == 0) rounded (`rounding`), for 4-bit
+ * weights (`four_bit`) reordered per group of G into the nibbles' order,
+ * then as int16 per group (spark_int16_group); for 4-bit weights also each
+ * group's sum of the values the int16 stand for (so that a zero point comes
+ * off exactly) and the values split into byte planes. The buffers are 64-byte
+ * aligned. Returns 0, or -1 with nothing allocated. */
+static inline int spark_prepare_int16(const halide_buffer_t *x, int rounding,
+                                      int G, int four_bit,
+                                      spark_int16_inputs *in) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, groups = K / G;
+  const size_t tokens = (size_t)(T > 0 ? T : 1),
+               cells = tokens * (groups > 0 ? groups : 1);
+  float *inputs, *sums = NULL;
+  in->values = NULL;
+  in->scales = in->sums = NULL;
+  in->bytes = NULL;
+  if (spark_prepare_inputs(x, rounding, four_bit ? G : 0, &inputs, &sums) != 0)
+    return -1;
+  in->sums = sums;
+  if (posix_memalign((void **)&in->values, 64, sizeof(int16_t) * tokens * K) !=
+          0 ||
+      posix_memalign((void **)&in->scales, 64, sizeof(float) * cells) != 0 ||
+      (four_bit &&
+       posix_memalign((void **)&in->bytes, 64, tokens * K * 2) != 0)) {
+    free(inputs);
+    spark_free_int16(in);
+    return -1;
+  }
+  for (size_t c = 0; c < (size_t)T * groups; ++c) {
+    int16_t *q = in->values + c * G;
+    int32_t total;
+    in->scales[c] = spark_int16_group(inputs + c * G, G, q, &total);
+    if (!four_bit)
+      continue;
+    in->sums[c] = (float)total * in->scales[c];
+    for (int i = 0; i < G; ++i) {
+      in->bytes[c * 2 * G + i] = (uint8_t)((uint16_t)q[i] & 0xff);
+      in->bytes[c * 2 * G + G + i] = (uint8_t)((uint16_t)q[i] >> 8);
+    }
+  }
+  free(inputs);
   return 0;
 }
 
