@@ -179,18 +179,12 @@ int spark_bf16_linear(halide_buffer_t *x, halide_buffer_t *w,
   if (K % 32 != 0 || w->dim[0].extent != K || out->dim[0].extent != N ||
       out->dim[1].extent != T)
     return -1;
-  bf16_job job = {(const uint16_t *)w->host,
-                  NULL,
-                  NULL,
-                  NULL,
-                  NULL,
-                  NULL,
-                  (float *)out->host,
-                  K,
-                  N,
-                  T,
-                  out->dim[1].stride,
-                  0};
+  bf16_job job = {.w = (const uint16_t *)w->host,
+                  .out = (float *)out->host,
+                  .K = K,
+                  .N = N,
+                  .T = T,
+                  .out_stride = out->dim[1].stride};
   return run_bf16(x, &job);
 }
 
@@ -203,18 +197,13 @@ int spark_bf16_linear_w8a16(halide_buffer_t *x, halide_buffer_t *w,
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (!spark_linear_fits(x, w, out, 1, 32, 1))
     return -1;
-  bf16_job job = {NULL,
-                  (const int8_t *)w->host,
-                  (const float *)scales->host,
-                  NULL,
-                  NULL,
-                  NULL,
-                  (float *)out->host,
-                  K,
-                  N,
-                  T,
-                  out->dim[1].stride,
-                  0};
+  bf16_job job = {.codes = (const int8_t *)w->host,
+                  .scales = (const float *)scales->host,
+                  .out = (float *)out->host,
+                  .K = K,
+                  .N = N,
+                  .T = T,
+                  .out_stride = out->dim[1].stride};
   return run_bf16(x, &job);
 }
 

@@ -317,13 +317,15 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
   spark_int16_inputs in;
   if (spark_prepare_int16(x, rounding, kGroup, 1, &in) != 0)
     return -1;
-  int8_job job = {NULL, (const uint8_t *)w->host,
-                  NULL, (const uint16_t *)scales->host,
-                  NULL, NULL,
-                  NULL, (const uint16_t *)zeros->host,
-                  &in,  (float *)out->host,
-                  K,    N,
-                  T,    out->dim[1].stride};
+  int8_job job = {.w4 = (const uint8_t *)w->host,
+                  .group_scales = (const uint16_t *)scales->host,
+                  .group_zeros = (const uint16_t *)zeros->host,
+                  .x16 = &in,
+                  .out = (float *)out->host,
+                  .K = K,
+                  .N = N,
+                  .T = T,
+                  .out_stride = out->dim[1].stride};
   const int rc =
       halide_do_par_for(NULL, w4a16_task, 0,
                         (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
@@ -397,20 +399,13 @@ int spark_vnni_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (!spark_linear_fits(x, w, out, 1, 64, 4))
     return -1;
-  int8_job job = {(const int8_t *)w->host,
-                  NULL,
-                  (const float *)scales->host,
-                  NULL,
-                  NULL,
-                  NULL,
-                  NULL,
-                  NULL,
-                  NULL,
-                  (float *)out->host,
-                  K,
-                  N,
-                  T,
-                  out->dim[1].stride};
+  int8_job job = {.w8 = (const int8_t *)w->host,
+                  .scales = (const float *)scales->host,
+                  .out = (float *)out->host,
+                  .K = K,
+                  .N = N,
+                  .T = T,
+                  .out_stride = out->dim[1].stride};
   return run_int8(x, input_scale, &job, 0, w8a8_task);
 }
 
@@ -421,12 +416,12 @@ int spark_vnni_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
   if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
       !spark_groups_fit(x, scales, kGroup))
     return -1;
-  int8_job job = {NULL, (const uint8_t *)w->host,
-                  NULL, (const uint16_t *)scales->host,
-                  NULL, NULL,
-                  NULL, NULL,
-                  NULL, (float *)out->host,
-                  K,    N,
-                  T,    out->dim[1].stride};
+  int8_job job = {.w4 = (const uint8_t *)w->host,
+                  .group_scales = (const uint16_t *)scales->host,
+                  .out = (float *)out->host,
+                  .K = K,
+                  .N = N,
+                  .T = T,
+                  .out_stride = out->dim[1].stride};
   return run_int8(x, input_scale, &job, 1, w4a8_task);
 }
