@@ -392,10 +392,17 @@ int main(int argc, char **argv) {
       // Prefill `depth` positions once and restore them before each run
       // (the snapshot's own memory is left out of the RSS figures).
       spark_session_reset(session);
-      if (depth > 0)
+      if (depth > 0) {
+        // The table comes at the end; a deep prefill takes minutes.
+        std::fprintf(stderr, "spark-bench: %d thread%s: prefilling %d positions\n",
+                     threads, threads == 1 ? "" : "s", depth);
+        const double start = now();
         if (spark_status s = spark_session_eval(session, tokens.data(), depth,
                                                 0, nullptr))
           return fail(std::string("prefill to depth: ") + spark_status_string(s));
+        std::fprintf(stderr, "spark-bench: prefilled %d positions in %.1f s\n",
+                     depth, now() - start);
+      }
       std::vector<unsigned char> snapshot;
       if (depth > 0) {
         size_t snapshotBytes = 0;

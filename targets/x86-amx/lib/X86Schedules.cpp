@@ -211,7 +211,8 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
     return &bf16W8;
   // w4a16 decode with bf16 or f16 inputs, on every VNNI CPU: the inputs as
   // int16 split into bytes, four vpdpbusd per 64 weight bytes (see
-  // int8_linear.c; twice the speed of the bf16 lookups on Sapphire Rapids).
+  // int8_linear.c; twice the speed of the bf16 lookups on an Intel Xeon with
+  // AMX, docs/performance.md).
   static const Microkernel vnniW4A16[] = {
       {"spark_vnni_linear_w4a16_xbf16", "int8_linear.c", vnniFlags},
       {"spark_vnni_linear_w4a16_xf16", "int8_linear.c", vnniFlags}};
