@@ -189,9 +189,11 @@ int spark_bf16_linear(halide_buffer_t *x, halide_buffer_t *w,
 }
 
 /* w8a16 with bf16 activations: x f32 [K, T], w int8 codes [K, N], scales f32
- * [N], out f32 [N, T]; out = scale[n] * sum_k code * bf16(x). Codes up to
- * 127 are exact in bf16: each 32-code step widens the block's rows to bf16
- * once (vpmovsxbd, vcvtdq2ps, vcvtne2ps2bf16), shared by up to 4 tokens. */
+ * [N], out f32 [N, T]; out = scale[n] * sum_k code * bf16(x). More tokens:
+ * codes up to 127 are exact in bf16, and each 32-code step widens the
+ * block's rows to bf16 once (vpmovsxbd, vcvtdq2ps, vcvtne2ps2bf16), shared by
+ * up to 4 tokens. One token with K % 128 == 0: bf16(x) as int16 per group
+ * (w8_token). */
 int spark_bf16_linear_w8a16(halide_buffer_t *x, halide_buffer_t *w,
                             halide_buffer_t *scales, halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
