@@ -73,28 +73,41 @@ static uint16_t *to_bf16(const halide_buffer_t *x) {
  * inputs by vpdpwssd into exact int32 sums, one per group of kInputGroup,
  * scaled by the group's power of two: two instructions per 32 codes (the
  * widening to bf16 took six). */
+static inline __attribute__((always_inline)) __m512
+w8_group(const bf16_job *job, const int8_t *row, int g, __m512 acc) {
+  const int8_t *line = row + (size_t)g * kInputGroup;
+  const int16_t *x = job->x16 + (size_t)g * kInputGroup;
+  spark_prefetch_l2_ahead(line, kSparkPrefetchAvx512);
+  spark_prefetch_l2_ahead(line + 64, kSparkPrefetchAvx512);
+  __m512i dot0 = _mm512_setzero_si512(), dot1 = dot0;
+  for (int q = 0; q < kInputGroup / 32; q += 2) {
+    dot0 = _mm512_dpwssd_epi32(dot0,
+                               _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                                   (const __m256i *)(line + 32 * q))),
+                               _mm512_load_si512(x + 32 * q));
+    dot1 = _mm512_dpwssd_epi32(dot1,
+                               _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                                   (const __m256i *)(line + 32 * q + 32))),
+                               _mm512_load_si512(x + 32 * q + 32));
+  }
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot0, dot1)),
+                         _mm512_set1_ps(job->x16_scales[g]), acc);
+}
+
 static void w8_token(const bf16_job *job, int n0, int n1) {
   const int K = job->K, groups = K / kInputGroup;
   for (int n = n0; n < n1; ++n) {
     const int8_t *row = job->codes + (size_t)n * K;
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int g = 0; g < groups; ++g) {
-      const int8_t *line = row + (size_t)g * kInputGroup;
-      const int16_t *x = job->x16 + (size_t)g * kInputGroup;
-      spark_prefetch_l2_ahead(line, kSparkPrefetchAvx512);
-      spark_prefetch_l2_ahead(line + 64, kSparkPrefetchAvx512);
-      __m512i dot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-      for (int q = 0; q < kInputGroup / 32; ++q)
-        dot[q % 2] =
-            _mm512_dpwssd_epi32(dot[q % 2],
-                                _mm512_cvtepi8_epi16(_mm256_loadu_si256(
-                                    (const __m256i *)(line + 32 * q))),
-                                _mm512_load_si512(x + 32 * q));
-      acc[g % 2] =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[0], dot[1])),
-                          _mm512_set1_ps(job->x16_scales[g]), acc[g % 2]);
+    /* even and odd groups, held in registers */
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+    int g = 0;
+    for (; g + 1 < groups; g += 2) {
+      acc0 = w8_group(job, row, g, acc0);
+      acc1 = w8_group(job, row, g + 1, acc1);
     }
-    job->out[n] = sum16(_mm512_add_ps(acc[0], acc[1])) * job->scales[n];
+    if (g < groups)
+      acc0 = w8_group(job, row, g, acc0);
+    job->out[n] = sum16(_mm512_add_ps(acc0, acc1)) * job->scales[n];
   }
 }
 

@@ -53,27 +53,36 @@ typedef struct int8_job {
 
 static inline int32_t hsum(__m512i v) { return _mm512_reduce_add_epi32(v); }
 
-/* One token against rows n0..n1-1 (w8a8). */
+/* acc and correction (w8a8) after the 64 codes at `line`. */
+static inline __attribute__((always_inline)) void
+w8a8_line(const int8_t *line, const uint8_t *codes, __m512i *acc,
+          __m512i *correction) {
+  const __m512i bias = _mm512_set1_epi8((char)0x80);
+  prefetch_line(line);
+  const __m512i wv = _mm512_loadu_si512(line);
+  *acc = _mm512_dpbusd_epi32(*acc, _mm512_loadu_si512(codes), wv);
+  *correction = _mm512_dpbusd_epi32(*correction, bias, wv);
+}
+
+/* One token against rows n0..n1-1 (w8a8): two chains of vpdpbusd, even and
+ * odd lines, held in registers (an array indexed by k / 64 % 2 went through
+ * the stack on every line). */
 static void w8a8_token(const int8_job *job, int n0, int n1) {
   const int K = job->K;
-  const __m512i bias = _mm512_set1_epi8((char)0x80);
   for (int n = n0; n < n1; ++n) {
     const int8_t *row = job->w8 + (size_t)n * K;
-    __m512i acc[2], correction[2];
-    for (int i = 0; i < 2; ++i)
-      acc[i] = correction[i] = _mm512_setzero_si512();
-    for (int k = 0; k < K; k += 64) {
-      const int i = (k / 64) % 2; /* two chains of vpdpbusd */
-      prefetch_line(row + k);
-      const __m512i wv = _mm512_loadu_si512(row + k);
-      acc[i] =
-          _mm512_dpbusd_epi32(acc[i], _mm512_loadu_si512(job->codes + k), wv);
-      correction[i] = _mm512_dpbusd_epi32(correction[i], bias, wv);
+    __m512i acc0 = _mm512_setzero_si512(), acc1 = acc0;
+    __m512i correction0 = acc0, correction1 = acc0;
+    int k = 0;
+    for (; k + 128 <= K; k += 128) {
+      w8a8_line(row + k, job->codes + k, &acc0, &correction0);
+      w8a8_line(row + k + 64, job->codes + k + 64, &acc1, &correction1);
     }
-    job->out[n] =
-        (float)(hsum(_mm512_add_epi32(acc[0], acc[1])) -
-                hsum(_mm512_add_epi32(correction[0], correction[1]))) *
-        job->scales[n] * job->token_scales[0];
+    if (k < K)
+      w8a8_line(row + k, job->codes + k, &acc0, &correction0);
+    job->out[n] = (float)(hsum(_mm512_add_epi32(acc0, acc1)) -
+                          hsum(_mm512_add_epi32(correction0, correction1))) *
+                  job->scales[n] * job->token_scales[0];
   }
 }
 
@@ -136,41 +145,53 @@ static inline __mmask16 group_factors(const uint16_t *scales, const float *by,
   return mask;
 }
 
+/* acc after group g of a w4a8 row (`scale`: the group's). */
+static inline __attribute__((always_inline)) __m512
+w4a8_group(const uint8_t *row, const uint8_t *codes, int g, float scale,
+           __m512 acc) {
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const uint8_t *line = row + (size_t)g * (kGroup / 2);
+  prefetch_line(line);
+  const __m512i bytes = _mm512_loadu_si512(line);
+  const __m512i even = _mm512_and_si512(bytes, low);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);
+  const uint8_t *c = codes + (size_t)g * kGroup;
+  __m512i dot =
+      _mm512_dpbusd_epi32(_mm512_setzero_si512(), even, _mm512_loadu_si512(c));
+  dot = _mm512_dpbusd_epi32(dot, odd, _mm512_loadu_si512(c + 64));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(scale), acc);
+}
+
 /* One token against rows n0..n1-1 (w4a8), in the block's order of sums. The
  * -8 of every code comes off as 8 * the sum over groups of scale * input
- * code sum, 16 groups at a time; two chains of accumulators. */
+ * code sum, 16 groups at a time; two chains of accumulators, even and odd
+ * groups, held in registers. */
 static void w4a8_token(const int8_job *job, int n0, int n1) {
   const int K = job->K, groups = K / kGroup;
-  const __m512i low = _mm512_set1_epi8(0x0f);
   float *sums = (float *)__builtin_alloca(sizeof(float) * (groups + 16));
   for (int g = 0; g < groups; ++g)
     sums[g] = 8.0f * (float)job->group_sums[g];
   for (int n = n0; n < n1; ++n) {
     const uint8_t *row = job->w4 + (size_t)n * (K / 2);
     const uint16_t *scales = job->group_scales + (size_t)n * groups;
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m512 offset = _mm512_setzero_ps();
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, offset = acc0;
     for (int g0 = 0; g0 < groups; g0 += 16) {
-      float factor[16];
+      float factor[16], scale[16];
       const __mmask16 mask = group_factors(scales, sums, g0, groups, factor);
       offset = _mm512_add_ps(offset, _mm512_maskz_loadu_ps(mask, factor));
+      _mm512_storeu_ps(
+          scale, _mm512_cvtph_ps(_mm512_castsi512_si256(
+                     _mm512_maskz_loadu_epi16((__mmask32)mask, scales + g0))));
       const int g1 = g0 + 16 < groups ? g0 + 16 : groups;
-      for (int g = g0; g < g1; ++g) {
-        const uint8_t *line = row + (size_t)g * (kGroup / 2);
-        prefetch_line(line);
-        const __m512i bytes = _mm512_loadu_si512(line);
-        const __m512i even = _mm512_and_si512(bytes, low);
-        const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);
-        const uint8_t *c = job->codes + (size_t)g * kGroup;
-        __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even,
-                                          _mm512_loadu_si512(c));
-        dot = _mm512_dpbusd_epi32(dot, odd, _mm512_loadu_si512(c + 64));
-        acc[g % 2] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                            _mm512_set1_ps(_cvtsh_ss(scales[g])), acc[g % 2]);
+      int g = g0;
+      for (; g + 1 < g1; g += 2) {
+        acc0 = w4a8_group(row, job->codes, g, scale[g - g0], acc0);
+        acc1 = w4a8_group(row, job->codes, g + 1, scale[g + 1 - g0], acc1);
       }
+      if (g < g1)
+        acc0 = w4a8_group(row, job->codes, g, scale[g - g0], acc0);
     }
-    job->out[n] = (_mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) -
+    job->out[n] = (_mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) -
                    _mm512_reduce_add_ps(offset)) *
                   job->token_scales[0];
   }
@@ -233,25 +254,49 @@ static int w4a8_task(void *user_context, int task, uint8_t *closure) {
 
 /* ---- w4a16: 4-bit codes, bf16 or f16 inputs as int16 ----------------- */
 
+/* acc after group g of a w4a16 row (`factor`: the group's scale times its
+ * input power of two): the high bytes against the nibbles, shifted up 8
+ * bits, then the low bytes accumulated on top, exact in int32. */
+static inline __attribute__((always_inline)) __m512
+w4a16_group(const uint8_t *row, const uint8_t *bytes, int g, float factor,
+            int prefetch, __m512 acc) {
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const uint8_t *line = row + (size_t)g * (kGroup / 2);
+  if (prefetch)
+    prefetch_line(line);
+  const __m512i w = _mm512_loadu_si512(line);
+  const __m512i even = _mm512_and_si512(w, low);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
+  /* low bytes of the even-index inputs, of the odd ones, high bytes of the
+   * even ones, of the odd ones */
+  const uint8_t *x = bytes + (size_t)g * (2 * kGroup);
+  __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even,
+                                   _mm512_load_si512(x + 128));
+  hi = _mm512_dpbusd_epi32(hi, odd, _mm512_load_si512(x + 192));
+  __m512i dot = _mm512_slli_epi32(hi, 8);
+  dot = _mm512_dpbusd_epi32(dot, _mm512_load_si512(x), even);
+  dot = _mm512_dpbusd_epi32(dot, _mm512_load_si512(x + 64), odd);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(factor), acc);
+}
+
 /* Row n times token t (w4a16): the int16 inputs (spark_prepare_int16) split
  * into their high bytes (signed), multiplied with the nibbles (unsigned),
  * and their low bytes (unsigned), multiplied with the nibbles (as signed
  * bytes 0..15): four vpdpbusd per 64 weight bytes into exact int32 sums,
- * high * 256 + low, then each group's scale times its input power of two.
- * The zero points come off as sum over groups of scale * zero * what the
- * group's int16 inputs stand for, 16 groups at a time. */
+ * high * 256 + low, then each group's scale times its input power of two,
+ * into two accumulators (even and odd groups) held in registers. The zero
+ * points come off as sum over groups of scale * zero * what the group's
+ * int16 inputs stand for, 16 groups at a time. */
 static inline __attribute__((always_inline)) void
 w4a16_row(const int8_job *job, int n, int t, int prefetch) {
   const int K = job->K, groups = K / kGroup;
-  const __m512i low = _mm512_set1_epi8(0x0f);
   const uint8_t *row = job->w4 + (size_t)n * (K / 2);
   const uint16_t *scales = job->group_scales + (size_t)n * groups;
   const uint16_t *zeros = job->group_zeros + (size_t)n * groups;
   const float *input_scales = job->x16->scales + (size_t)t * groups;
   const float *sums = job->x16->sums + (size_t)t * groups;
   const uint8_t *bytes = job->x16->bytes + (size_t)t * groups * (2 * kGroup);
-  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-  __m512 offset = _mm512_setzero_ps();
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, offset = acc0;
   for (int g0 = 0; g0 < groups; g0 += 16) {
     float factor[16];
     const __mmask16 mask =
@@ -263,29 +308,16 @@ w4a16_row(const int8_job *job, int n, int t, int prefetch) {
     offset = _mm512_fmadd_ps(_mm512_mul_ps(scale, zero),
                              _mm512_maskz_loadu_ps(mask, sums + g0), offset);
     const int g1 = g0 + 16 < groups ? g0 + 16 : groups;
-    for (int g = g0; g < g1; ++g) {
-      const uint8_t *line = row + (size_t)g * (kGroup / 2);
-      if (prefetch)
-        prefetch_line(line);
-      const __m512i w = _mm512_loadu_si512(line);
-      const __m512i even = _mm512_and_si512(w, low);
-      const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
-      /* low bytes of the even-index inputs, of the odd ones, high bytes of
-       * the even ones, of the odd ones */
-      const uint8_t *x = bytes + (size_t)g * (2 * kGroup);
-      __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even,
-                                       _mm512_load_si512(x + 128));
-      __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                       _mm512_load_si512(x), even);
-      hi = _mm512_dpbusd_epi32(hi, odd, _mm512_load_si512(x + 192));
-      lo = _mm512_dpbusd_epi32(lo, _mm512_load_si512(x + 64), odd);
-      const __m512i dot = _mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo);
-      acc[g % 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                                   _mm512_set1_ps(factor[g - g0]), acc[g % 2]);
+    int g = g0;
+    for (; g + 1 < g1; g += 2) {
+      acc0 = w4a16_group(row, bytes, g, factor[g - g0], prefetch, acc0);
+      acc1 = w4a16_group(row, bytes, g + 1, factor[g + 1 - g0], prefetch, acc1);
     }
+    if (g < g1)
+      acc0 = w4a16_group(row, bytes, g, factor[g - g0], prefetch, acc0);
   }
   job->out[(size_t)t * job->out_stride + n] =
-      _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) -
+      _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) -
       _mm512_reduce_add_ps(offset);
 }
 
