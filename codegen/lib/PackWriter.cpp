@@ -7,7 +7,11 @@
 #include "llvm/Support/Parallel.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cerrno>
 #include <cstring>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 using namespace llvm;
 
@@ -34,14 +38,78 @@ void convert(const PackTensor &t, int64_t first, int64_t count,
   });
 }
 
+/// Writes the pack to disk behind the writer and drops what is on disk from
+/// the page cache, so that the runtime's first mapping (MADV_HUGEPAGE) reads
+/// the pack back in 2 MiB folios: the pages this process writes are small
+/// folios, the kernel keeps a cached file in the folios it has, and decode
+/// streams huge folios with far fewer TLB misses (1.7b w4a16 on an Intel Xeon:
+/// 13.4 -> 16.1 tok/s at 1 thread). Writeback of one window starts as the
+/// next is converted, so the disk works while the weights are quantized.
+class WriteBehind {
+public:
+  WriteBehind(raw_fd_ostream &os, int fd) : os(os), fd(fd) {}
+
+  /// Called with the bytes written so far.
+  void written(uint64_t offset) {
+#ifdef __linux__
+    if (offset - started < kWindow)
+      return;
+    os.flush();
+    // The previous window: wait for its writeback, then drop it.
+    if (started > dropped) {
+      ::sync_file_range(fd, off_t(dropped), off_t(started - dropped),
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                            SYNC_FILE_RANGE_WAIT_AFTER);
+      ::posix_fadvise(fd, off_t(dropped), off_t(started - dropped),
+                      POSIX_FADV_DONTNEED);
+      dropped = started;
+    }
+    ::sync_file_range(fd, off_t(started), off_t(offset - started),
+                      SYNC_FILE_RANGE_WRITE);
+    started = offset;
+#else
+    (void)offset;
+#endif
+  }
+
+private:
+  static constexpr uint64_t kWindow = uint64_t(64) << 20;
+  raw_fd_ostream &os;
+  int fd;
+  uint64_t started = 0, dropped = 0;
+};
+
+/// Writes the rest of the pack at `path` to disk and drops it from the page
+/// cache (WriteBehind).
+Error dropFromPageCache(StringRef path) {
+  int fd;
+  if (std::error_code ec = sys::fs::openFileForRead(path, fd))
+    return createStringError(ec, "%s: cannot reopen: %s", path.str().c_str(),
+                             ec.message().c_str());
+  const bool synced = ::fdatasync(fd) == 0;
+  const int syncErrno = errno;
+#ifdef POSIX_FADV_DONTNEED
+  if (synced)
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); // advice: no error path
+#endif
+  ::close(fd);
+  if (!synced)
+    return createStringError(
+        std::error_code(syncErrno, std::generic_category()),
+        "%s: cannot write to disk: %s", path.str().c_str(),
+        std::strerror(syncErrno));
+  return Error::success();
+}
+
 } // namespace
 
 Error writeWeightPack(const ModelPlan &plan, StringRef path) {
-  std::error_code ec;
-  raw_fd_ostream os(path, ec);
-  if (ec)
+  int fd;
+  if (std::error_code ec =
+          sys::fs::openFileForWrite(path, fd, sys::fs::CD_CreateAlways))
     return createStringError(ec, "%s: cannot write: %s", path.str().c_str(),
                              ec.message().c_str());
+  raw_fd_ostream os(fd, /*shouldClose=*/true);
   std::vector<spark_pack_entry> table(plan.tensors.size());
   spark_pack_header header;
   std::memset(&header, 0, sizeof(header));
@@ -71,6 +139,7 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
 
   std::vector<uint8_t> chunk;
   constexpr int64_t kChunkElements = 1 << 20;
+  WriteBehind behind(os, fd);
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
     const PackTensor &t = plan.tensors[i];
     spark_pack_entry &e = table[i];
@@ -98,6 +167,7 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
       spark_checksum_update(&checksum, chunk.data(), chunk.size());
       os.write(reinterpret_cast<const char *>(chunk.data()), chunk.size());
       offset += chunk.size();
+      behind.written(offset);
       // The sources are file mappings: drop what was read from our RSS.
       t.releaseValues(first * t.valuesPerElement(),
                       count * t.valuesPerElement());
@@ -115,12 +185,12 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
 
   header.table_checksum =
       spark_checksum(table.data(), table.size() * sizeof(spark_pack_entry));
-  int fd;
+  int patchFd;
   if (std::error_code openError = sys::fs::openFileForReadWrite(
-          path, fd, sys::fs::CD_OpenExisting, sys::fs::OF_None))
+          path, patchFd, sys::fs::CD_OpenExisting, sys::fs::OF_None))
     return createStringError(openError, "%s: cannot reopen",
                              path.str().c_str());
-  raw_fd_ostream patch(fd, /*shouldClose=*/true);
+  raw_fd_ostream patch(patchFd, /*shouldClose=*/true);
   patch.seek(0);
   patch.write(reinterpret_cast<const char *>(&header), sizeof(header));
   patch.write(reinterpret_cast<const char *>(table.data()),
@@ -131,7 +201,7 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
     return createStringError(inconvertibleErrorCode(),
                              "%s: cannot write the header", path.str().c_str());
   }
-  return Error::success();
+  return dropFromPageCache(path);
 }
 
 } // namespace spark
