@@ -20,10 +20,11 @@
 #include "ModelLoader.h"
 
 #include <dlfcn.h>
+#include <sys/mman.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -37,6 +38,8 @@
 
 namespace {
 
+// One line of the usage per source line.
+// clang-format off
 const char *kUsage =
     "usage: spark-bench OUT [-p|--prompt 512] [-n|--gen 128] [-t|--threads 1,2]\n"
     "                   [-r|--repetitions 3] [-d|--depth 0[,4096,...]]\n"
@@ -46,6 +49,7 @@ const char *kUsage =
     "  --profile: time per kernel kind and layer type of one decode step\n"
     "             (after the largest -d)\n"
     "  --no-bandwidth: skip the stream-bandwidth probe and roofline columns\n";
+// clang-format on
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "spark-bench: error: %s\n", message.c_str());
@@ -71,19 +75,48 @@ struct Stats {
   double mean = 0, stddev = 0;
 };
 
+/// A 1 GiB buffer of ones, in 2 MiB pages where the kernel gives them
+/// (MADV_HUGEPAGE, as the runtime advises for the pack mapping): with 4 KiB
+/// pages a stream spends part of its time on TLB misses the weights do not
+/// have, and the roofline would be set too low.
+class ProbeBuffer {
+public:
+  static constexpr size_t kBytes = size_t(1) << 30;
+  ProbeBuffer() {
+    void *p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return;
+    madvise(p, kBytes, MADV_HUGEPAGE);
+    data_ = static_cast<float *>(p);
+    std::fill(data_, data_ + kBytes / sizeof(float), 1.0f);
+  }
+  ~ProbeBuffer() {
+    if (data_)
+      munmap(data_, kBytes);
+  }
+  ProbeBuffer(const ProbeBuffer &) = delete;
+  ProbeBuffer &operator=(const ProbeBuffer &) = delete;
+  const float *data() const { return data_; }
+  size_t size() const { return data_ ? kBytes / sizeof(float) : 0; }
+
+private:
+  float *data_ = nullptr;
+};
+
 /// Read bandwidth in GB/s with `threads` threads: the best of 10 passes over
 /// `buffer`, each thread summing its own slice with 4 independent 16-byte
 /// vector accumulators; every other pass also requests each line into L2
 /// 4 KiB ahead, as the decode kernels do (on CPUs with few L1 fill buffers,
 /// an Intel Xeon here, a plain loop reads well below what memory delivers,
-/// and decode would seem faster than its roofline).
-double streamBandwidth(const std::vector<float> &buffer, int threads) {
+/// and decode would seem faster than its roofline). 0 if there is no buffer.
+double streamBandwidth(const ProbeBuffer &buffer, int threads) {
   typedef float v4 __attribute__((vector_size(16)));
   const size_t vectors = buffer.size() / 4;
   const v4 *data = reinterpret_cast<const v4 *>(buffer.data());
   double best = 0;
   volatile float sink = 0;
-  for (int pass = 0; pass < 10; ++pass) {
+  for (int pass = 0; vectors > 0 && pass < 10; ++pass) {
     const bool prefetch = pass % 2 == 1;
     std::vector<float> sums(size_t(threads), 0.0f);
     double start = now();
@@ -109,7 +142,8 @@ double streamBandwidth(const std::vector<float> &buffer, int threads) {
     double seconds = now() - start;
     for (float v : sums)
       sink = sink + v;
-    best = std::max(best, double(buffer.size() * sizeof(float)) / seconds / 1e9);
+    best =
+        std::max(best, double(buffer.size() * sizeof(float)) / seconds / 1e9);
   }
   return best;
 }
@@ -168,28 +202,31 @@ Stats stats(const std::vector<double> &values) {
   s.mean /= double(values.size());
   for (double v : values)
     s.stddev += (v - s.mean) * (v - s.mean);
-  s.stddev = values.size() > 1 ? std::sqrt(s.stddev / double(values.size() - 1)) : 0;
+  s.stddev =
+      values.size() > 1 ? std::sqrt(s.stddev / double(values.size() - 1)) : 0;
   return s;
 }
 
 uint64_t clockNs() {
   using namespace std::chrono;
   return uint64_t(
-      duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count());
+      duration_cast<nanoseconds>(steady_clock::now().time_since_epoch())
+          .count());
 }
 
 /// One line of a decode profile: a kind of call in one part of the model.
 struct ProfileLine {
   std::string part, kind;
-  int calls = 0;       // per step
-  double ms = 0;       // per token
+  int calls = 0; // per step
+  double ms = 0; // per token
 };
 
 /// Decodes `gen` tokens from `state` (a session snapshot; empty: an empty
 /// context) with the profile hook on and greedy sampling after each step;
 /// returns the lines, largest first, with "sampling" and the step's own time
 /// outside its calls last.
-std::vector<ProfileLine> profileDecode(spark_model *model, spark_session *session,
+std::vector<ProfileLine> profileDecode(spark_model *model,
+                                       spark_session *session,
                                        const spark_model_def *def,
                                        const std::vector<int32_t> &tokens,
                                        const std::vector<unsigned char> &state,
@@ -226,11 +263,13 @@ std::vector<ProfileLine> profileDecode(spark_model *model, spark_session *sessio
     int layer = calls[i].layer;
     std::string part = "model";
     if (layer >= 0 && 2 * layer < def->num_caches)
-      part = def->caches[2 * layer].layout == SPARK_CACHE_RING ? "sliding layers"
-                                                               : "full layers";
-    auto it = std::find_if(lines.begin(), lines.end(), [&](const ProfileLine &l) {
-      return l.part == part && l.kind == calls[i].kind;
-    });
+      part = def->caches[2 * layer].layout == SPARK_CACHE_RING
+                 ? "sliding layers"
+                 : "full layers";
+    auto it =
+        std::find_if(lines.begin(), lines.end(), [&](const ProfileLine &l) {
+          return l.part == part && l.kind == calls[i].kind;
+        });
     if (it == lines.end()) {
       lines.push_back({part, calls[i].kind});
       it = lines.end() - 1;
@@ -239,12 +278,14 @@ std::vector<ProfileLine> profileDecode(spark_model *model, spark_session *sessio
     it->ms += double(ns[size_t(i)]) / 1e6 / double(gen);
     inCalls += ns[size_t(i)];
   }
-  std::sort(lines.begin(), lines.end(), [](const ProfileLine &a, const ProfileLine &b) {
-    return a.ms > b.ms;
-  });
-  lines.push_back({"runtime", "sampling (greedy)", 1, double(sampling) / 1e6 / double(gen)});
+  std::sort(
+      lines.begin(), lines.end(),
+      [](const ProfileLine &a, const ProfileLine &b) { return a.ms > b.ms; });
+  lines.push_back({"runtime", "sampling (greedy)", 1,
+                   double(sampling) / 1e6 / double(gen)});
   double outside = double(total) - double(inCalls) - double(sampling);
-  lines.push_back({"runtime", "between calls", 0, std::max(0.0, outside) / 1e6 / double(gen)});
+  lines.push_back({"runtime", "between calls", 0,
+                   std::max(0.0, outside) / 1e6 / double(gen)});
   msPerToken = double(total) / 1e6 / double(gen);
   return lines;
 }
@@ -275,19 +316,29 @@ int main(int argc, char **argv) {
   storage.reserve(argc);
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "-p") a = "--prompt";
-    else if (a == "-n") a = "--gen";
-    else if (a == "-t") a = "--threads";
-    else if (a == "-r") a = "--repetitions";
-    else if (a == "-d") a = "--depth";
+    if (a == "-p")
+      a = "--prompt";
+    else if (a == "-n")
+      a = "--gen";
+    else if (a == "-t")
+      a = "--threads";
+    else if (a == "-r")
+      a = "--repetitions";
+    else if (a == "-d")
+      a = "--depth";
     storage.push_back(a);
   }
   for (std::string &s : storage)
     normalized.push_back(s.data());
   spark::Arguments args(int(normalized.size()), normalized.data(),
-                        {{"prompt", true}, {"gen", true}, {"threads", true},
-                         {"repetitions", true}, {"depth", true}, {"json", true},
-                         {"no-bandwidth", false}, {"no-verify", false},
+                        {{"prompt", true},
+                         {"gen", true},
+                         {"threads", true},
+                         {"repetitions", true},
+                         {"depth", true},
+                         {"json", true},
+                         {"no-bandwidth", false},
+                         {"no-verify", false},
                          {"profile", false},
                          {"help", false}});
   if (args.has("help")) {
@@ -317,8 +368,8 @@ int main(int argc, char **argv) {
     int threads;
     std::string test;
     Stats speed;
-    int depth = -1;         // tg rows: the prefilled positions
-    double bandwidth = 0;   // GB/s, this thread count's probe
+    int depth = -1;       // tg rows: the prefilled positions
+    double bandwidth = 0; // GB/s, this thread count's probe
     double bytesPerToken = 0;
   };
   std::vector<Row> rows;
@@ -342,7 +393,14 @@ int main(int argc, char **argv) {
   for (int threads : threadCounts) {
     double bandwidth = 0;
     if (probe) { // freed before the model loads: not in the RSS figures
-      std::vector<float> buffer(size_t(1) << 28, 1.0f);
+      ProbeBuffer buffer;
+      if (buffer.size() == 0) {
+        std::fprintf(stderr,
+                     "spark-bench: cannot map 1 GiB for the bandwidth probe "
+                     "(%s); run with --no-bandwidth\n",
+                     std::strerror(errno));
+        return 1;
+      }
       bandwidth = streamBandwidth(buffer, threads);
     }
     spark::LoadedModel loaded;
@@ -394,12 +452,14 @@ int main(int argc, char **argv) {
       spark_session_reset(session);
       if (depth > 0) {
         // The table comes at the end; a deep prefill takes minutes.
-        std::fprintf(stderr, "spark-bench: %d thread%s: prefilling %d positions\n",
+        std::fprintf(stderr,
+                     "spark-bench: %d thread%s: prefilling %d positions\n",
                      threads, threads == 1 ? "" : "s", depth);
         const double start = now();
-        if (spark_status s = spark_session_eval(session, tokens.data(), depth,
-                                                0, nullptr))
-          return fail(std::string("prefill to depth: ") + spark_status_string(s));
+        if (spark_status s =
+                spark_session_eval(session, tokens.data(), depth, 0, nullptr))
+          return fail(std::string("prefill to depth: ") +
+                      spark_status_string(s));
         std::fprintf(stderr, "spark-bench: prefilled %d positions in %.1f s\n",
                      depth, now() - start);
       }
@@ -428,18 +488,20 @@ int main(int argc, char **argv) {
           tg.push_back(double(gen) / (now() - t0));
       }
       size_t anon = rssAnon();
-      peakAnon = std::max(peakAnon, anon > snapshot.size() ? anon - snapshot.size() : 0);
+      peakAnon = std::max(peakAnon,
+                          anon > snapshot.size() ? anon - snapshot.size() : 0);
       if (args.has("profile") && depth == maxDepth) {
         Profile p{threads, depth, 0, {}};
-        p.lines = profileDecode(loaded.model, session, def, tokens, snapshot, gen,
-                                p.msPerToken);
+        p.lines = profileDecode(loaded.model, session, def, tokens, snapshot,
+                                gen, p.msPerToken);
         profiles.push_back(std::move(p));
       }
       double cacheBytes = 0;
       for (long long i = 0; i < gen; ++i)
         cacheBytes += double(cacheBytesAt(def, depth + i));
-      Row row{threads, "tg" + std::to_string(gen) +
-                           (depth ? " @ d" + std::to_string(depth) : ""),
+      Row row{threads,
+              "tg" + std::to_string(gen) +
+                  (depth ? " @ d" + std::to_string(depth) : ""),
               stats(tg)};
       row.depth = depth;
       row.bandwidth = bandwidth;
@@ -450,19 +512,22 @@ int main(int argc, char **argv) {
   }
 
   const bool roofline = probe && weightBytes > 0;
-  std::printf("| model | size | backend | threads | test | t/s |%s\n"
-              "| --- | ---: | --- | ---: | ---: | ---: |%s\n",
-              roofline ? " read GB/s | MB/token | roofline t/s | % of roofline |" : "",
-              roofline ? " ---: | ---: | ---: | ---: |" : "");
+  std::printf(
+      "| model | size | backend | threads | test | t/s |%s\n"
+      "| --- | ---: | --- | ---: | ---: | ---: |%s\n",
+      roofline ? " read GB/s | MB/token | roofline t/s | % of roofline |" : "",
+      roofline ? " ---: | ---: | ---: | ---: |" : "");
   for (const Row &row : rows) {
     std::printf("| spark %s | %.2f GiB | %s %s | %d | %s | %.2f ± %.2f |",
-                outDir.c_str(), double(info.pack_bytes) / (1024.0 * 1024 * 1024),
+                outDir.c_str(),
+                double(info.pack_bytes) / (1024.0 * 1024 * 1024),
                 target.c_str(), dispatch.c_str(), row.threads, row.test.c_str(),
                 row.speed.mean, row.speed.stddev);
     if (roofline && row.depth >= 0) {
       double limit = row.bandwidth * 1e9 / row.bytesPerToken;
       std::printf(" %.1f | %.1f | %.2f | %.0f%% |", row.bandwidth,
-                  row.bytesPerToken / 1e6, limit, 100.0 * row.speed.mean / limit);
+                  row.bytesPerToken / 1e6, limit,
+                  100.0 * row.speed.mean / limit);
     } else if (roofline) {
       std::printf(" | | | |");
     }
@@ -497,17 +562,20 @@ int main(int argc, char **argv) {
     std::FILE *f = std::fopen(path.c_str(), "w");
     if (!f)
       return fail(path + ": cannot be written: " + std::strerror(errno));
-    std::fprintf(f, "{\n  \"build\": %s,\n  \"target\": %s,\n"
-                    "  \"dispatch\": %s,\n  \"pack_bytes\": %zu,\n"
-                    "  \"decode_weight_bytes\": %llu,\n  \"rows\": [\n",
+    std::fprintf(f,
+                 "{\n  \"build\": %s,\n  \"target\": %s,\n"
+                 "  \"dispatch\": %s,\n  \"pack_bytes\": %zu,\n"
+                 "  \"decode_weight_bytes\": %llu,\n  \"rows\": [\n",
                  jsonString(outDir).c_str(), jsonString(target).c_str(),
-                 jsonString(dispatch).c_str(),
-                 info.pack_bytes, (unsigned long long)weightBytes);
+                 jsonString(dispatch).c_str(), info.pack_bytes,
+                 (unsigned long long)weightBytes);
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row &row = rows[i];
-      std::fprintf(f, "    {\"threads\": %d, \"test\": \"%s\", \"tokens_per_second\": "
-                      "%.4f, \"stddev\": %.4f",
-                   row.threads, row.test.c_str(), row.speed.mean, row.speed.stddev);
+      std::fprintf(
+          f,
+          "    {\"threads\": %d, \"test\": \"%s\", \"tokens_per_second\": "
+          "%.4f, \"stddev\": %.4f",
+          row.threads, row.test.c_str(), row.speed.mean, row.speed.stddev);
       if (row.depth >= 0) {
         std::fprintf(f, ", \"depth\": %d, \"bytes_per_token\": %.0f", row.depth,
                      row.bytesPerToken);
@@ -515,27 +583,33 @@ int main(int argc, char **argv) {
           std::fprintf(f, ", \"read_gb_per_second\": %.3f", row.bandwidth);
         if (roofline)
           std::fprintf(f, ", \"roofline_fraction\": %.4f",
-                       row.speed.mean * row.bytesPerToken / (row.bandwidth * 1e9));
+                       row.speed.mean * row.bytesPerToken /
+                           (row.bandwidth * 1e9));
       }
       std::fprintf(f, "}%s\n", i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "  ],\n  \"loads\": [\n");
     for (size_t i = 0; i < loads.size(); ++i)
-      std::fprintf(f, "    {\"threads\": %d, \"open_to_ready_ms\": %.3f, "
-                      "\"rss_anon_ready_bytes\": %zu}%s\n",
+      std::fprintf(f,
+                   "    {\"threads\": %d, \"open_to_ready_ms\": %.3f, "
+                   "\"rss_anon_ready_bytes\": %zu}%s\n",
                    loads[i].threads, loads[i].seconds * 1000.0,
                    loads[i].anonAfterOpen, i + 1 < loads.size() ? "," : "");
     std::fprintf(f, "  ],\n  \"profiles\": [\n");
     for (size_t i = 0; i < profiles.size(); ++i) {
       const Profile &p = profiles[i];
-      std::fprintf(f, "    {\"threads\": %d, \"depth\": %d, \"ms_per_token\": %.4f, "
-                      "\"lines\": [\n",
-                   p.threads, p.depth, p.msPerToken);
+      std::fprintf(
+          f,
+          "    {\"threads\": %d, \"depth\": %d, \"ms_per_token\": %.4f, "
+          "\"lines\": [\n",
+          p.threads, p.depth, p.msPerToken);
       for (size_t j = 0; j < p.lines.size(); ++j)
-        std::fprintf(f, "      {\"part\": \"%s\", \"kind\": \"%s\", \"calls\": %d, "
-                        "\"ms_per_token\": %.4f}%s\n",
-                     p.lines[j].part.c_str(), p.lines[j].kind.c_str(), p.lines[j].calls,
-                     p.lines[j].ms, j + 1 < p.lines.size() ? "," : "");
+        std::fprintf(
+            f,
+            "      {\"part\": \"%s\", \"kind\": \"%s\", \"calls\": %d, "
+            "\"ms_per_token\": %.4f}%s\n",
+            p.lines[j].part.c_str(), p.lines[j].kind.c_str(), p.lines[j].calls,
+            p.lines[j].ms, j + 1 < p.lines.size() ? "," : "");
       std::fprintf(f, "    ]}%s\n", i + 1 < profiles.size() ? "," : "");
     }
     std::fprintf(f, "  ],\n  \"peak_rss_anon_bytes\": %zu\n}\n", peakAnon);
