@@ -79,8 +79,12 @@ static inline int spark_quantize_rows(const halide_buffer_t *x,
  *   AMD EPYC Zen 3, avx2 w4a8: none 16.0 tok/s, 256 B 16.1, 1 KiB 18.9,
  *     1.5 KiB 20.6, 2 KiB 20.0, 4 KiB 18.4 (avx2_linear.c: 1.5 KiB);
  *   AMD EPYC Zen 5, avx512bf16 w4a16: 1.5 KiB 79% of the roofline, 4 KiB
- *     87%, 8 KiB 79% (the AVX-512 kernels: 4 KiB). */
-enum { kSparkPrefetchAvx2 = 1536, kSparkPrefetchAvx512 = 4096 };
+ *     87%, 8 KiB 79%;
+ *   Intel Xeon (AMX), avx512bf16 w4a16, the pack in 2 MiB page-cache folios,
+ *     2 threads: 4 KiB 24.6 tok/s, 8 KiB 25.4, 12 KiB 27.1-28.6, 16 KiB
+ *     26.7-28.1, 24 KiB 27.5-27.8, 32 KiB 26.0-26.6 (the AVX-512 kernels:
+ *     12 KiB). */
+enum { kSparkPrefetchAvx2 = 1536, kSparkPrefetchAvx512 = 12288 };
 
 /* Into every cache level (prefetcht0): the AVX2 kernels. */
 static inline void spark_prefetch_ahead(const void *line, int ahead) {

@@ -36,6 +36,14 @@ static inline void prefetch_line(const void *line) {
   spark_prefetch_l2_ahead(line, kSparkPrefetchAvx512);
 }
 
+/* And the f16 scales (zero points) of the 4-bit rows as far ahead: 2 bytes
+ * per 64 code bytes. Without it every line of scales, one per two rows of
+ * the 1.7b, is a demand miss: w4a8 went from 72% to 84% of a same-process
+ * stream at one thread, 73% to 82% at two (a 131072 x 2048 matrix). */
+static inline void prefetch_scales(const uint16_t *row_scales) {
+  spark_prefetch_l2_ahead(row_scales, kSparkPrefetchAvx512 / 32);
+}
+
 typedef struct int8_job {
   const int8_t *w8;             /* w8a8: [N][K] */
   const uint8_t *w4;            /* w4a8: [N][K/2] */
@@ -175,6 +183,7 @@ static void w4a8_token(const int8_job *job, int n0, int n1) {
     const uint8_t *row = job->w4 + (size_t)n * (K / 2);
     const uint16_t *scales = job->group_scales + (size_t)n * groups;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, offset = acc0;
+    prefetch_scales(scales);
     for (int g0 = 0; g0 < groups; g0 += 16) {
       float factor[16], scale[16];
       const __mmask16 mask = group_factors(scales, sums, g0, groups, factor);
@@ -293,6 +302,10 @@ w4a16_row(const int8_job *job, int n, int t, int prefetch) {
   const uint8_t *row = job->w4 + (size_t)n * (K / 2);
   const uint16_t *scales = job->group_scales + (size_t)n * groups;
   const uint16_t *zeros = job->group_zeros + (size_t)n * groups;
+  if (prefetch) {
+    prefetch_scales(scales);
+    prefetch_scales(zeros);
+  }
   const float *input_scales = job->x16->scales + (size_t)t * groups;
   const float *sums = job->x16->sums + (size_t)t * groups;
   const uint8_t *bytes = job->x16->bytes + (size_t)t * groups * (2 * kGroup);
