@@ -54,6 +54,7 @@ SPARK_W4_KERNEL(spark_vnni_linear_w4a16_xf16)
 SPARK_W4_KERNEL(spark_bf16_linear_w4a16)
 SPARK_W8_KERNEL(spark_bf16_linear_w8a16)
 int spark_bf16_linear(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
+int spark_test_avx512_inputs_mismatches(unsigned seed, int trials);
 
 // The generated libraries take this from the Halide runtime; here the tasks
 // run one after another, in reverse order (no task may rely on another).
@@ -506,6 +507,18 @@ std::string caseName(
   return std::string(std::get<0>(info.param)->name) + "_" +
          std::to_string(std::get<1>(info.param)) + "tokens";
 }
+// The VNNI kernels prepare their inputs 16 at a time (x86_inputs_avx512.h);
+// the result must be the scalar preparation's, byte for byte
+// (X86InputsCheck.c): int16 planes, scales and sums for w4a16 (bf16 and f16
+// rounding), int8 codes, scales and group sums for w8a8 and w4a8.
+TEST(X86Inputs, Avx512PreparationIsTheScalarOne) {
+  if (!cpuHasAvx512Vnni()) {
+    std::printf("[SKIP] this CPU has no AVX512F, AVX512BW and AVX512_VNNI\n");
+    GTEST_SKIP();
+  }
+  EXPECT_EQ(spark_test_avx512_inputs_mismatches(20261201u, 120), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     X86, Int8Kernels,
     ::testing::Combine(::testing::Values(&kAvx2, &kAvx512Vnni), kTokens),

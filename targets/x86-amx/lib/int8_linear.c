@@ -24,8 +24,10 @@
 
 #include "microkernel_support.h"
 #include "x86_inputs.h"
+#include "x86_inputs_avx512.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -360,7 +362,7 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
       !spark_groups_fit(x, zeros, kGroup))
     return -1;
   spark_int16_inputs in;
-  if (spark_prepare_int16(x, rounding, kGroup, 1, &in) != 0)
+  if (spark_prepare_int16_avx512(x, rounding, &in) != 0)
     return -1;
   int8_job job = {.w4 = (const uint8_t *)w->host,
                   .group_scales = (const uint16_t *)scales->host,
@@ -400,32 +402,19 @@ int spark_vnni_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
 static int run_int8(halide_buffer_t *x, float input_scale, int8_job *job,
                     int fourBit, int (*task)(void *, int, uint8_t *)) {
   const int K = job->K, T = job->T, groups = K / kGroup;
-  int8_t *codes;
-  float *token_scales;
-  if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
-    return -1;
+  const size_t tokens = (size_t)(T > 0 ? T : 1);
+  uint8_t *codes = NULL;
+  float *token_scales = (float *)malloc(sizeof(float) * tokens);
   int32_t *group_sums =
-      (int32_t *)calloc((size_t)T * (groups > 0 ? groups : 1), sizeof(int32_t));
+      (int32_t *)malloc(sizeof(int32_t) * tokens * (groups > 0 ? groups : 1));
   int rc = -1;
-  if (group_sums) {
-    for (int t = 0; t < T; ++t) {
-      int8_t *row = codes + (size_t)t * K;
-      if (!fourBit) { /* w8a8: code + 128, the unsigned side */
-        for (int k = 0; k < K; ++k)
-          row[k] = (int8_t)((uint8_t)row[k] ^ 0x80);
-        continue;
-      }
-      /* w4a8: each group's sum, then its even-index codes and its odd-index
-       * ones (the low and high nibbles of the weight bytes). */
-      for (int g = 0; g < groups; ++g) {
-        int32_t sum = 0;
-        for (int i = 0; i < kGroup; ++i)
-          sum += row[g * kGroup + i];
-        group_sums[(size_t)t * groups + g] = sum;
-      }
-      spark_split_even_odd(row, K, kGroup);
-    }
-    job->codes = (const uint8_t *)codes;
+  if (token_scales && group_sums &&
+      posix_memalign((void **)&codes, 128, tokens * (size_t)K) == 0) {
+    for (int t = 0; t < T; ++t)
+      token_scales[t] = spark_quantize_row_avx512(
+          (const float *)x->host + (size_t)t * x->dim[1].stride, K, input_scale,
+          fourBit, codes + (size_t)t * K, group_sums + (size_t)t * groups);
+    job->codes = codes;
     job->token_scales = token_scales;
     job->group_sums = group_sums;
     rc = halide_do_par_for(NULL, task, 0,
