@@ -131,10 +131,8 @@ static inline int spark_prepare_int16_avx512(const halide_buffer_t *x,
         v[i] = f;
         largest = _mm512_max_ps(largest, _mm512_abs_ps(f));
       }
-      int e = 0; /* spark_int16_group's power of two */
-      const float m = _mm512_reduce_max_ps(largest);
-      if (m > 0.0f)
-        frexpf(m / 32767.0f, &e);
+      /* spark_int16_group's power of two */
+      const int e = spark_int16_exponent(_mm512_reduce_max_ps(largest));
       const __m512 inverse = _mm512_set1_ps(ldexpf(1.0f, -e));
       const size_t c = (size_t)t * groups + g;
       uint8_t *bytes = in->bytes + c * 2 * SPARK_AVX512_GROUP;
