@@ -107,9 +107,10 @@ private:
 /// Read bandwidth in GB/s with `threads` threads: the best of 10 passes over
 /// `buffer`, each thread summing its own slice with 4 independent 16-byte
 /// vector accumulators; every other pass also requests each line into L2
-/// 4 KiB ahead, as the decode kernels do (on CPUs with few L1 fill buffers,
-/// an Intel Xeon here, a plain loop reads well below what memory delivers,
-/// and decode would seem faster than its roofline). 0 if there is no buffer.
+/// 4 KiB ahead, the decode kernels' kind of prefetch (on CPUs with few L1 fill
+/// buffers, an Intel Xeon here, a plain loop reads well below what memory
+/// delivers, and decode would seem faster than its roofline). 0 if there is no
+/// buffer.
 double streamBandwidth(const ProbeBuffer &buffer, int threads) {
   typedef float v4 __attribute__((vector_size(16)));
   const size_t vectors = buffer.size() / 4;
