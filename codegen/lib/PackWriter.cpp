@@ -79,13 +79,9 @@ private:
   uint64_t started = 0, dropped = 0;
 };
 
-/// Writes the rest of the pack at `path` to disk and drops it from the page
-/// cache (WriteBehind).
-Error dropFromPageCache(StringRef path) {
-  int fd;
-  if (std::error_code ec = sys::fs::openFileForRead(path, fd))
-    return createStringError(ec, "%s: cannot reopen: %s", path.str().c_str(),
-                             ec.message().c_str());
+/// Writes the rest of the pack (open as `fd`, at `path`) to disk and drops it
+/// from the page cache (WriteBehind); closes fd.
+Error syncAndDrop(int fd, StringRef path) {
   const bool synced = ::fdatasync(fd) == 0;
   const int syncErrno = errno;
 #ifdef POSIX_FADV_DONTNEED
@@ -190,18 +186,19 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
           path, patchFd, sys::fs::CD_OpenExisting, sys::fs::OF_None))
     return createStringError(openError, "%s: cannot reopen",
                              path.str().c_str());
-  raw_fd_ostream patch(patchFd, /*shouldClose=*/true);
+  raw_fd_ostream patch(patchFd, /*shouldClose=*/false);
   patch.seek(0);
   patch.write(reinterpret_cast<const char *>(&header), sizeof(header));
   patch.write(reinterpret_cast<const char *>(table.data()),
               table.size() * sizeof(spark_pack_entry));
-  patch.close();
+  patch.flush();
   if (patch.has_error()) {
     patch.clear_error();
+    ::close(patchFd);
     return createStringError(inconvertibleErrorCode(),
                              "%s: cannot write the header", path.str().c_str());
   }
-  return dropFromPageCache(path);
+  return syncAndDrop(patchFd, path);
 }
 
 } // namespace spark
