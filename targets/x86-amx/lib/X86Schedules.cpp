@@ -176,8 +176,6 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                       bf16Flags};
   static const Microkernel bf16W8 = {"spark_bf16_linear_w8a16", "bf16_linear.c",
                                      bf16Flags};
-  static const Microkernel bf16W4 = {"spark_bf16_linear_w4a16", "bf16_linear.c",
-                                     bf16Flags};
   static const Microkernel vnniW8A8 = {"spark_vnni_linear_w8a8",
                                        "int8_linear.c", vnniFlags};
   static const Microkernel vnniW4A8 = {"spark_vnni_linear_w4a8",
@@ -186,10 +184,6 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                                     "-mf16c"};
   static const Microkernel avx512W4 = {"spark_avx512_linear_w4a16",
                                        "w4_linear.c", w4Flags};
-  static const Microkernel avx512W4BF16 = {"spark_avx512_linear_w4a16_xbf16",
-                                           "w4_linear.c", w4Flags};
-  static const Microkernel avx512W4F16 = {"spark_avx512_linear_w4a16_xf16",
-                                          "w4_linear.c", w4Flags};
   const bool tiles = variant.matrixTiles && variant.matrixKernel == "tiles";
   // Whole 32-deep tiles, two 16-row A tiles per step.
   if (tiles && isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0)
@@ -209,36 +203,29 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
       spec.weightType == DType::I8 && !spec.inputBits &&
       spec.inputType == DType::BF16 && spec.in % 32 == 0)
     return &bf16W8;
-  // w4a16 decode with bf16 or f16 inputs, on every VNNI CPU: the inputs as
-  // int16 split into bytes, four vpdpbusd per 64 weight bytes (see
-  // int8_linear.c; twice the speed of the bf16 lookups on an Intel Xeon with
-  // AMX, docs/performance.md).
+  // w4a16 with bf16 or f16 inputs, on every VNNI CPU: the inputs as int16
+  // split into bytes, four vpdpbusd per 64 weight bytes and token; prefill
+  // in tiles of 4 rows x 3 tokens (see int8_linear.c; on an Intel Xeon with
+  // AMX twice the speed of the bf16 lookups in decode and in prefill,
+  // docs/performance.md).
   static const Microkernel vnniW4A16[] = {
       {"spark_vnni_linear_w4a16_xbf16", "int8_linear.c", vnniFlags},
       {"spark_vnni_linear_w4a16_xf16", "int8_linear.c", vnniFlags}};
   if ((variant.int8Dot || variant.bf16Dot) && spec.kind == KernelKind::Linear &&
-      spec.phase == Phase::Decode && !spec.inputBits && spec.group == 128 &&
-      !spec.symmetricGroups &&
+      !spec.inputBits && spec.group == 128 && !spec.symmetricGroups &&
       (spec.inputType == DType::BF16 || spec.inputType == DType::F16))
     return &vnniW4A16[spec.inputType == DType::F16];
-  // w4a16 prefill with bf16 inputs: the nibbles looked up as bf16 words
-  // (vpshufb), vdpbf16ps, 4 tokens sharing each row (see bf16_linear.c).
-  if (variant.bf16Dot && spec.kind == KernelKind::Linear && !spec.inputBits &&
-      spec.group == 128 && !spec.symmetricGroups &&
-      spec.inputType == DType::BF16)
-    return &bf16W4;
   if (variant.int8Dot && spec.isInt8Linear(false) && spec.in % 64 == 0 &&
       spec.out % 4 == 0)
     return &vnniW8A8;
   if (variant.int8Dot && spec.isInt8Linear(true) && spec.out % 4 == 0)
     return &vnniW4A8;
-  // 4-bit asymmetric groups with f32, bf16 or f16 inputs (w4a16): AVX-512
-  // FMAs on the widened nibbles, in the same variant.
+  // 4-bit asymmetric groups with f32 inputs (w4a16, --activations=f32):
+  // AVX-512 FMAs on the widened nibbles, in the same variant.
   if (variant.int8Dot && spec.kind == KernelKind::Linear && !spec.inputBits &&
-      spec.group == 128 && !spec.symmetricGroups && spec.out % 4 == 0)
-    return spec.inputType == DType::BF16  ? &avx512W4BF16
-           : spec.inputType == DType::F16 ? &avx512W4F16
-                                          : &avx512W4;
+      spec.group == 128 && !spec.symmetricGroups && spec.out % 4 == 0 &&
+      spec.inputType == DType::F32)
+    return &avx512W4;
   if (variant.avx2Linear)
     return avx2MicrokernelFor(spec);
   // AVX-512 without VNNI (Skylake-SP/X): products with int8 inputs on the

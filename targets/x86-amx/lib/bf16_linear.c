@@ -1,19 +1,18 @@
 /* bf16_linear.c - AVX-512 BF16 dot-product kernels for bf16 weight matrices
- * and, with bf16 activations, int8 (w8a16) and 4-bit (w4a16) ones.
+ * and, with bf16 activations, int8 ones (w8a16).
  *
  * Same interface as the Halide linear kernels (x f32 [K, T], w bf16 [K, N],
  * out f32 [N, T]); used by the avx512bf16 variant. The activations are
  * rounded to bf16 pairs once per call (vcvtne2ps2bf16) and every vdpbf16ps
  * consumes 32 weights: bf16 ones straight from the pack, int8 codes widened
- * to bf16 (exact), 4-bit codes looked up as bf16 (vpshufb on the nibbles,
- * exact). Each task takes a block of rows; 4 rows x 4 tokens make 16
- * accumulators (bf16 and w8a16 prefill). bf16 decode, w8a16 decode (int16
- * inputs on vpdpwssd, as avx2_linear.c takes them) and w4a16 read one row at
- * a time as one stream (one token:
- * each line requested into L2 kSparkPrefetchAvx512 ahead; w4a16 with more
- * tokens: 4 share each row). Needs K % 32 == 0 (w4a16: K % 128 == 0). Compiled
- * with -mavx512f -mavx512bw -mavx512bf16 -mavx512vnni -mf16c; entered only when
- * CPUID reports AVX512_BF16 (the avx512bf16 variant also requires AVX512_VNNI).
+ * to bf16 (exact). Each task takes a block of rows; 4 rows x 4 tokens make
+ * 16 accumulators (bf16 and w8a16 prefill). bf16 decode and w8a16 decode
+ * (int16 inputs on vpdpwssd, as avx2_linear.c takes them) read one row at a
+ * time as one stream, each line requested into L2 kSparkPrefetchAvx512
+ * ahead. (w4a16 with bf16 inputs is int8_linear.c's.) Needs K % 32 == 0.
+ * Compiled with -mavx512f -mavx512bw -mavx512bf16 -mavx512vnni -mf16c;
+ * entered only when CPUID reports AVX512_BF16 (the avx512bf16 variant also
+ * requires AVX512_VNNI).
  */
 #include "HalideRuntime.h"
 #include "microkernel_support.h"
@@ -249,174 +248,4 @@ int spark_bf16_linear_w8a16(halide_buffer_t *x, halide_buffer_t *w,
                   .T = T,
                   .out_stride = out->dim[1].stride};
   return run_bf16(x, &job);
-}
-
-/* ---- w4a16: 4-bit codes in groups of 128, bf16 activations -------------- */
-
-enum { kW4Group = 128, kW4RowsPerTask = 64 };
-
-typedef struct w4_job {
-  const uint8_t *w;       /* [N][K/2], two codes a byte, low nibble first */
-  const uint16_t *scales; /* f16 [N][K/128] */
-  const uint16_t *zeros;  /* f16 [N][K/128] */
-  const uint16_t *x;      /* [T][K] bf16 in the order of the unpacked words */
-  const float *sums;      /* [T][K/128]: each group's input sum */
-  float *out;             /* [T][out_stride] */
-  int K, N, T, out_stride;
-} w4_job;
-
-/* The 128 codes of one 64-byte group as four vectors of 32 bf16 words.
- * Within each 128-bit lane l: words 0-7 of w[0] are the low nibbles of bytes
- * 16l..16l+7, of w[1] those of bytes 16l+8..16l+15, w[2] and w[3] the high
- * nibbles of the same bytes (vpunpck{l,h}bw of the looked-up low and high
- * bytes of each code's bf16). */
-static inline __attribute__((always_inline)) void w4_words(const uint8_t *bytes,
-                                                           __m512bh w[4]) {
-  /* bf16 bits of 0..15: low bytes, high bytes (each 128-bit lane). */
-  const __m512i table_lo = _mm512_broadcast_i32x4(_mm_setr_epi8(
-      0x00, (char)0x80, 0x00, 0x40, (char)0x80, (char)0xa0, (char)0xc0,
-      (char)0xe0, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70));
-  const __m512i table_hi = _mm512_broadcast_i32x4(
-      _mm_setr_epi8(0x00, 0x3f, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x41, 0x41,
-                    0x41, 0x41, 0x41, 0x41, 0x41, 0x41));
-  const __m512i low = _mm512_set1_epi8(0x0f);
-  const __m512i v = _mm512_loadu_si512(bytes);
-  const __m512i even = _mm512_and_si512(v, low);
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-  const __m512i el = _mm512_shuffle_epi8(table_lo, even);
-  const __m512i eh = _mm512_shuffle_epi8(table_hi, even);
-  const __m512i ol = _mm512_shuffle_epi8(table_lo, odd);
-  const __m512i oh = _mm512_shuffle_epi8(table_hi, odd);
-  w[0] = (__m512bh)_mm512_unpacklo_epi8(el, eh);
-  w[1] = (__m512bh)_mm512_unpackhi_epi8(el, eh);
-  w[2] = (__m512bh)_mm512_unpacklo_epi8(ol, oh);
-  w[3] = (__m512bh)_mm512_unpackhi_epi8(ol, oh);
-}
-
-/* Where input i (0..127) of a group goes among the 128 words w4_words
- * yields. */
-static inline int w4_word_of(int i) {
-  const int j = i / 2, high = i % 2; /* byte j, its low or high nibble */
-  const int lane = (j % 64) / 16, at = j % 16;
-  return (2 * high + (at >= 8)) * 32 + lane * 8 + at % 8;
-}
-
-/* Row n times tokens t0..t0+TB-1 (TB constant after inlining). */
-static inline __attribute__((always_inline)) void w4_row(const w4_job *j, int n,
-                                                         int t0, const int TB) {
-  const int K = j->K, groups = K / kW4Group;
-  const uint8_t *row = j->w + (size_t)n * (K / 2);
-  const uint16_t *scales = j->scales + (size_t)n * groups;
-  __m512 acc[4];
-  for (int t = 0; t < TB; ++t)
-    acc[t] = _mm512_setzero_ps();
-  for (int g = 0; g < groups; ++g) {
-    const uint8_t *line = row + (size_t)g * (kW4Group / 2);
-    if (TB == 1)
-      spark_prefetch_l2_ahead(line, kSparkPrefetchAvx512);
-    __m512bh w[4];
-    w4_words(line, w);
-    const __m512 scale = _mm512_set1_ps(_cvtsh_ss(scales[g]));
-    for (int t = 0; t < TB; ++t) {
-      const uint16_t *x = j->x + (size_t)(t0 + t) * K + (size_t)g * kW4Group;
-      __m512 dot = _mm512_dpbf16_ps(_mm512_setzero_ps(), w[0],
-                                    (__m512bh)_mm512_load_si512(x));
-      dot = _mm512_dpbf16_ps(dot, w[1], (__m512bh)_mm512_load_si512(x + 32));
-      dot = _mm512_dpbf16_ps(dot, w[2], (__m512bh)_mm512_load_si512(x + 64));
-      dot = _mm512_dpbf16_ps(dot, w[3], (__m512bh)_mm512_load_si512(x + 96));
-      acc[t] = _mm512_fmadd_ps(dot, scale, acc[t]);
-    }
-  }
-  /* The zero points: sum over groups of scale * zero * the group's input
-   * sum, 16 groups at a time. */
-  const uint16_t *zeros = j->zeros + (size_t)n * groups;
-  for (int t = 0; t < TB; ++t) {
-    const float *sums = j->sums + (size_t)(t0 + t) * groups;
-    __m512 off = _mm512_setzero_ps();
-    int g = 0;
-    for (; g + 16 <= groups; g += 16) {
-      const __m512 s =
-          _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(scales + g)));
-      const __m512 z =
-          _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(zeros + g)));
-      off =
-          _mm512_fmadd_ps(_mm512_mul_ps(s, z), _mm512_loadu_ps(sums + g), off);
-    }
-    float offset = _mm512_reduce_add_ps(off);
-    for (; g < groups; ++g)
-      offset += _cvtsh_ss(scales[g]) * _cvtsh_ss(zeros[g]) * sums[g];
-    j->out[(size_t)(t0 + t) * j->out_stride + n] =
-        _mm512_reduce_add_ps(acc[t]) - offset;
-  }
-}
-
-static int w4_task(void *user_context, int task, uint8_t *closure) {
-  (void)user_context;
-  const w4_job *j = (const w4_job *)closure;
-  const int n0 = task * kW4RowsPerTask;
-  const int n1 = n0 + kW4RowsPerTask < j->N ? n0 + kW4RowsPerTask : j->N;
-  int t0 = 0;
-  for (; t0 + 4 <= j->T; t0 += 4)
-    for (int n = n0; n < n1; ++n)
-      w4_row(j, n, t0, 4);
-  for (; t0 < j->T; ++t0)
-    for (int n = n0; n < n1; ++n)
-      w4_row(j, n, t0, 1);
-  return 0;
-}
-
-/* w4a16 with bf16 activations: x f32 [K, T], w u8 [K/2, N], scales and
- * zeros f16 [K/128, N], out f32 [N, T]; out = sum over groups of
- * scale * sum_k (code - zero) * bf16(x), the zero point taken off as
- * scale * zero * the group's sum of bf16(x). */
-int spark_bf16_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
-                            halide_buffer_t *scales, halide_buffer_t *zeros,
-                            halide_buffer_t *out) {
-  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 2, kW4Group, 1) ||
-      !spark_groups_fit(x, scales, kW4Group) ||
-      !spark_groups_fit(x, zeros, kW4Group))
-    return -1;
-  /* The inputs rounded to bf16, in the order of the words w4_words yields,
-   * and each group's sum (in input order, as spark_prepare_inputs sums). */
-  const int groups = K / kW4Group, xs = x->dim[1].stride;
-  const size_t cells = (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1);
-  float *sums = (float *)malloc(sizeof(float) * cells);
-  uint16_t *words = NULL;
-  int rc = -1;
-  if (sums &&
-      posix_memalign((void **)&words, 64,
-                     (size_t)(T > 0 ? T : 1) * K * sizeof(uint16_t)) == 0) {
-    for (int t = 0; t < T; ++t)
-      for (int g = 0; g < groups; ++g) {
-        const float *from =
-            (const float *)x->host + (size_t)t * xs + (size_t)g * kW4Group;
-        uint16_t *to = words + (size_t)t * K + (size_t)g * kW4Group;
-        float sum = 0.0f;
-        for (int i = 0; i < kW4Group; ++i) {
-          const float v = spark_round_bf16(from[i]);
-          uint32_t bits;
-          memcpy(&bits, &v, sizeof(bits));
-          to[w4_word_of(i)] = (uint16_t)(bits >> 16);
-          sum += v;
-        }
-        sums[(size_t)t * groups + g] = sum;
-      }
-    w4_job job = {(const uint8_t *)w->host,
-                  (const uint16_t *)scales->host,
-                  (const uint16_t *)zeros->host,
-                  words,
-                  sums,
-                  (float *)out->host,
-                  K,
-                  N,
-                  T,
-                  out->dim[1].stride};
-    rc = halide_do_par_for(NULL, w4_task, 0,
-                           (N + kW4RowsPerTask - 1) / kW4RowsPerTask,
-                           (uint8_t *)&job);
-  }
-  free(words);
-  free(sums);
-  return rc;
 }

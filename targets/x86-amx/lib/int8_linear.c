@@ -63,6 +63,48 @@ typedef struct int8_job {
 
 static inline int32_t hsum(__m512i v) { return _mm512_reduce_add_epi32(v); }
 
+/* The lane sums of a, b, c and d, in that order (a 4-way horizontal add). */
+static inline __attribute__((always_inline)) __m128i
+hsum4_epi32(__m512i a, __m512i b, __m512i c, __m512i d) {
+  const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b),
+                                      _mm512_unpackhi_epi32(a, b));
+  const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d),
+                                      _mm512_unpackhi_epi32(c, d));
+  /* each 128-bit lane: partial sums of a, b, c, d */
+  const __m512i abcd = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd),
+                                        _mm512_unpackhi_epi64(ab, cd));
+  const __m256i half = _mm256_add_epi32(_mm512_castsi512_si256(abcd),
+                                        _mm512_extracti64x4_epi64(abcd, 1));
+  return _mm_add_epi32(_mm256_castsi256_si128(half),
+                       _mm256_extracti128_si256(half, 1));
+}
+
+static inline __attribute__((always_inline)) __m128
+hsum4_ps(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m512 ab =
+      _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+  const __m512 cd =
+      _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+  const __m512 abcd =
+      _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab),
+                                                        _mm512_castps_pd(cd))),
+                    _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab),
+                                                        _mm512_castps_pd(cd))));
+  const __m256 half = _mm256_add_ps(
+      _mm512_castps512_ps256(abcd),
+      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(abcd), 1)));
+  return _mm_add_ps(_mm256_castps256_ps128(half),
+                    _mm256_extractf128_ps(half, 1));
+}
+
+/* Prefill tiles: kTileRows rows times up to kTileTokens (w8a8),
+ * kTileTokens4 (w4a8) or kTileTokens16 (w4a16) tokens in registers (the
+ * sizes measured best on an Intel Xeon with AMX). A task walks its tokens a
+ * tile at a time and, within each, its rows 4 at a time, so that the tile's
+ * inputs stay in L1 while the task's rows (at most 64 x K bytes) come from
+ * L2. */
+enum { kTileRows = 4, kTileTokens = 6, kTileTokens4 = 4, kTileTokens16 = 3 };
+
 /* acc and correction (w8a8) after the 64 codes at `line`. */
 static inline __attribute__((always_inline)) void
 w8a8_line(const int8_t *line, const uint8_t *codes, __m512i *acc,
@@ -96,6 +138,41 @@ static void w8a8_token(const int8_job *job, int n0, int n1) {
   }
 }
 
+/* w8a8 prefill: rows n..n+3 times tokens t0..t0+TB-1 (TB a constant after
+ * inlining): each 64 columns' 4 weight vectors in registers, each token's
+ * codes loaded once for the 4 of them; `correction`: 128 * each row's sum.
+ * The int32 sums are exact, so the outputs are the decode path's. */
+static inline __attribute__((always_inline)) void
+w8a8_tile(const int8_job *job, int n, int t0, const int32_t *correction,
+          const int TB) {
+  const int K = job->K;
+  __m512i acc[kTileRows][kTileTokens];
+  for (int r = 0; r < kTileRows; ++r)
+    for (int t = 0; t < TB; ++t)
+      acc[r][t] = _mm512_setzero_si512();
+  const int8_t *w = job->w8 + (size_t)n * K;
+  const uint8_t *x = job->codes + (size_t)t0 * K;
+  for (int k = 0; k < K; k += 64) {
+    __m512i wv[kTileRows];
+    for (int r = 0; r < kTileRows; ++r)
+      wv[r] = _mm512_loadu_si512(w + (size_t)r * K + k);
+    for (int t = 0; t < TB; ++t) {
+      const __m512i xv = _mm512_loadu_si512(x + (size_t)t * K + k);
+      for (int r = 0; r < kTileRows; ++r)
+        acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], xv, wv[r]);
+    }
+  }
+  const __m128i c = _mm_loadu_si128((const __m128i *)correction);
+  const __m128 scale = _mm_loadu_ps(job->scales + n);
+  for (int t = 0; t < TB; ++t) {
+    const __m128i sum = _mm_sub_epi32(
+        hsum4_epi32(acc[0][t], acc[1][t], acc[2][t], acc[3][t]), c);
+    _mm_storeu_ps(job->out + (size_t)(t0 + t) * job->out_stride + n,
+                  _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(sum), scale),
+                             _mm_set1_ps(job->token_scales[t0 + t])));
+  }
+}
+
 static int w8a8_task(void *user_context, int task, uint8_t *closure) {
   (void)user_context;
   const int8_job *job = (const int8_job *)closure;
@@ -107,34 +184,38 @@ static int w8a8_task(void *user_context, int task, uint8_t *closure) {
     w8a8_token(job, n0, n1);
     return 0;
   }
-  for (int n = n0; n < n1; n += 4) {
-    for (int t0 = 0; t0 < job->T; t0 += 4) {
-      const int tokens = job->T - t0 < 4 ? job->T - t0 : 4;
-      __m512i acc[4][4], correction[4];
-      for (int r = 0; r < 4; ++r) {
-        correction[r] = _mm512_setzero_si512();
-        for (int t = 0; t < 4; ++t)
-          acc[r][t] = _mm512_setzero_si512();
-      }
-      for (int k = 0; k < K; k += 64) {
-        __m512i wv[4];
-        for (int r = 0; r < 4; ++r) {
-          wv[r] = _mm512_loadu_si512(job->w8 + (size_t)(n + r) * K + k);
-          correction[r] = _mm512_dpbusd_epi32(correction[r], bias, wv[r]);
-        }
-        for (int t = 0; t < tokens; ++t) {
-          __m512i xv =
-              _mm512_loadu_si512(job->codes + (size_t)(t0 + t) * K + k);
-          for (int r = 0; r < 4; ++r)
-            acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], xv, wv[r]);
-        }
-      }
-      for (int r = 0; r < 4; ++r) {
-        const int32_t c = hsum(correction[r]);
-        for (int t = 0; t < tokens; ++t)
-          job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
-              (float)(hsum(acc[r][t]) - c) * job->scales[n + r] *
-              job->token_scales[t0 + t];
+  /* 128 * each row's sum, taken off every token's sum */
+  int32_t correction[kRowsPerTask];
+  for (int n = n0; n < n1; ++n) {
+    __m512i c = _mm512_setzero_si512();
+    for (int k = 0; k < K; k += 64)
+      c = _mm512_dpbusd_epi32(c, bias,
+                              _mm512_loadu_si512(job->w8 + (size_t)n * K + k));
+    correction[n - n0] = hsum(c);
+  }
+  for (int t0 = 0; t0 < job->T; t0 += kTileTokens) {
+    const int tokens = job->T - t0 < kTileTokens ? job->T - t0 : kTileTokens;
+    for (int n = n0; n < n1; n += kTileRows) {
+      const int32_t *c = correction + (n - n0);
+      switch (tokens) {
+      case 6:
+        w8a8_tile(job, n, t0, c, 6);
+        break;
+      case 5:
+        w8a8_tile(job, n, t0, c, 5);
+        break;
+      case 4:
+        w8a8_tile(job, n, t0, c, 4);
+        break;
+      case 3:
+        w8a8_tile(job, n, t0, c, 3);
+        break;
+      case 2:
+        w8a8_tile(job, n, t0, c, 2);
+        break;
+      default:
+        w8a8_tile(job, n, t0, c, 1);
+        break;
       }
     }
   }
@@ -208,56 +289,114 @@ static void w4a8_token(const int8_job *job, int n0, int n1) {
   }
 }
 
+/* The f32 scales of rows n..n+3, groups g..g+15 (fewer at the end: the
+ * rest 0), into scale[r][0..16). */
+static inline __attribute__((always_inline)) __mmask16
+tile_scales(const uint16_t *scales, int groups, int g,
+            float scale[kTileRows][16]) {
+  const int count = groups - g < 16 ? groups - g : 16;
+  const __mmask16 mask = (__mmask16)((1u << count) - 1u);
+  for (int r = 0; r < kTileRows; ++r)
+    _mm512_storeu_ps(
+        scale[r],
+        _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(
+            (__mmask32)mask, scales + (size_t)r * groups + g))));
+  return mask;
+}
+
+/* w4a8 prefill: rows n..n+3 times tokens t0..t0+TB-1 (TB a constant after
+ * inlining). Each group's nibbles are unpacked once for the TB tokens; each
+ * token's codes are loaded once for the 4 rows. The -8 of the codes comes
+ * off afterwards as 8 * sum over groups of scale * input code sum. */
+static inline __attribute__((always_inline)) void
+w4a8_tile(const int8_job *job, int n, int t0, const int TB) {
+  const int K = job->K, groups = K / kGroup;
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const uint8_t *w = job->w4 + (size_t)n * (K / 2);
+  const uint16_t *scales = job->group_scales + (size_t)n * groups;
+  const uint8_t *x = job->codes + (size_t)t0 * K;
+  __m512 acc[kTileRows][kTileTokens4];
+  for (int r = 0; r < kTileRows; ++r)
+    for (int t = 0; t < TB; ++t)
+      acc[r][t] = _mm512_setzero_ps();
+  for (int g0 = 0; g0 < groups; g0 += 16) {
+    float scale[kTileRows][16];
+    tile_scales(scales, groups, g0, scale);
+    const int g1 = g0 + 16 < groups ? g0 + 16 : groups;
+    for (int g = g0; g < g1; ++g) {
+      __m512i even[kTileRows], odd[kTileRows];
+      for (int r = 0; r < kTileRows; ++r) {
+        const __m512i bytes = _mm512_loadu_si512(w + (size_t)r * (K / 2) +
+                                                 (size_t)g * (kGroup / 2));
+        even[r] = _mm512_and_si512(bytes, low);
+        odd[r] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);
+      }
+      for (int t = 0; t < TB; ++t) {
+        const uint8_t *c = x + (size_t)t * K + (size_t)g * kGroup;
+        for (int r = 0; r < kTileRows; ++r) {
+          __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even[r],
+                                            _mm512_loadu_si512(c));
+          dot = _mm512_dpbusd_epi32(dot, odd[r], _mm512_loadu_si512(c + 64));
+          acc[r][t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                              _mm512_set1_ps(scale[r][g - g0]), acc[r][t]);
+        }
+      }
+    }
+  }
+  /* 8 * sum over groups of scale * the group's sum of input codes */
+  __m512 offset[kTileRows][kTileTokens4];
+  for (int r = 0; r < kTileRows; ++r)
+    for (int t = 0; t < TB; ++t)
+      offset[r][t] = _mm512_setzero_ps();
+  for (int g0 = 0; g0 < groups; g0 += 16) {
+    float scale[kTileRows][16];
+    const __mmask16 mask = tile_scales(scales, groups, g0, scale);
+    for (int t = 0; t < TB; ++t) {
+      const __m512 sums = _mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(
+          mask, job->group_sums + (size_t)(t0 + t) * groups + g0));
+      for (int r = 0; r < kTileRows; ++r)
+        offset[r][t] =
+            _mm512_fmadd_ps(_mm512_loadu_ps(scale[r]), sums, offset[r][t]);
+    }
+  }
+  for (int t = 0; t < TB; ++t) {
+    const __m128 dot = hsum4_ps(acc[0][t], acc[1][t], acc[2][t], acc[3][t]);
+    const __m128 off =
+        hsum4_ps(offset[0][t], offset[1][t], offset[2][t], offset[3][t]);
+    _mm_storeu_ps(
+        job->out + (size_t)(t0 + t) * job->out_stride + n,
+        _mm_mul_ps(_mm_sub_ps(dot, _mm_mul_ps(_mm_set1_ps(8.0f), off)),
+                   _mm_set1_ps(job->token_scales[t0 + t])));
+  }
+}
+
 static int w4a8_task(void *user_context, int task, uint8_t *closure) {
   (void)user_context;
   const int8_job *job = (const int8_job *)closure;
-  const int K = job->K, groups = K / kGroup;
   const int n0 = task * kRowsPerTask;
   const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
-  const __m512i low = _mm512_set1_epi8(0x0f);
   if (job->T == 1) {
     w4a8_token(job, n0, n1);
     return 0;
   }
-  for (int n = n0; n < n1; n += 4) {
-    for (int t0 = 0; t0 < job->T; t0 += 4) {
-      const int tokens = job->T - t0 < 4 ? job->T - t0 : 4;
-      __m512 acc[4][4];
-      float offset[4][4] = {{0}};
-      for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < 4; ++t)
-          acc[r][t] = _mm512_setzero_ps();
-      for (int g = 0; g < groups; ++g) {
-        __m512i even[4], odd[4];
-        float scale[4];
-        for (int r = 0; r < 4; ++r) {
-          __m512i bytes = _mm512_loadu_si512(
-              job->w4 + (size_t)(n + r) * (K / 2) + (size_t)g * (kGroup / 2));
-          even[r] = _mm512_and_si512(bytes, low);
-          odd[r] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);
-          scale[r] = _cvtsh_ss(job->group_scales[(size_t)(n + r) * groups + g]);
-        }
-        for (int t = 0; t < tokens; ++t) {
-          const uint8_t *c =
-              job->codes + (size_t)(t0 + t) * K + (size_t)g * kGroup;
-          __m512i xe = _mm512_loadu_si512(c), xo = _mm512_loadu_si512(c + 64);
-          const float sum =
-              (float)job->group_sums[(size_t)(t0 + t) * groups + g];
-          for (int r = 0; r < 4; ++r) {
-            __m512i dot =
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), even[r], xe);
-            dot = _mm512_dpbusd_epi32(dot, odd[r], xo);
-            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                                        _mm512_set1_ps(scale[r]), acc[r][t]);
-            offset[r][t] += 8.0f * sum * scale[r];
-          }
-        }
+  for (int t0 = 0; t0 < job->T; t0 += kTileTokens4) {
+    const int tokens = job->T - t0 < kTileTokens4 ? job->T - t0 : kTileTokens4;
+    for (int n = n0; n < n1; n += kTileRows) {
+      switch (tokens) {
+      case 4:
+        w4a8_tile(job, n, t0, 4);
+        break;
+      case 3:
+        w4a8_tile(job, n, t0, 3);
+        break;
+      case 2:
+        w4a8_tile(job, n, t0, 2);
+        break;
+      default:
+        w4a8_tile(job, n, t0, 1);
+        break;
       }
-      for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < tokens; ++t)
-          job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
-              (_mm512_reduce_add_ps(acc[r][t]) - offset[r][t]) *
-              job->token_scales[t0 + t];
     }
   }
   return 0;
@@ -336,20 +475,115 @@ w4a16_row(const int8_job *job, int n, int t, int prefetch) {
       _mm512_reduce_add_ps(offset);
 }
 
-/* One token (decode): one row at a time, as one stream; more tokens: each
- * row against every token while it is in cache. */
+/* w4a16 prefill: rows n..n+3 times tokens t0..t0+TB-1 (TB a constant after
+ * inlining, at most 3: the registers hold 12 sums), the products of
+ * w4a16_group: each group's nibbles unpacked
+ * once for the TB tokens, each token's byte planes loaded once for the 4
+ * rows; the factors (scale times input power of two) and the zero-point
+ * terms computed 16 groups at a time. */
+static inline __attribute__((always_inline)) void
+w4a16_tile(const int8_job *job, int n, int t0, const int TB) {
+  const int K = job->K, groups = K / kGroup;
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const uint8_t *w = job->w4 + (size_t)n * (K / 2);
+  const uint16_t *scales = job->group_scales + (size_t)n * groups;
+  const uint16_t *zeros = job->group_zeros + (size_t)n * groups;
+  const float *input_scales = job->x16->scales + (size_t)t0 * groups;
+  const float *sums = job->x16->sums + (size_t)t0 * groups;
+  const uint8_t *bytes = job->x16->bytes + (size_t)t0 * groups * (2 * kGroup);
+  __m512 acc[kTileRows][kTileTokens16], offset[kTileRows][kTileTokens16];
+  for (int r = 0; r < kTileRows; ++r)
+    for (int t = 0; t < TB; ++t)
+      acc[r][t] = offset[r][t] = _mm512_setzero_ps();
+  for (int g0 = 0; g0 < groups; g0 += 16) {
+    float scale[kTileRows][16], factor[kTileRows][kTileTokens16][16];
+    const __mmask16 mask = tile_scales(scales, groups, g0, scale);
+    for (int r = 0; r < kTileRows; ++r) {
+      const __m512 s = _mm512_loadu_ps(scale[r]);
+      const __m512 sz = _mm512_mul_ps(
+          s, _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(
+                 (__mmask32)mask, zeros + (size_t)r * groups + g0))));
+      for (int t = 0; t < TB; ++t) {
+        _mm512_storeu_ps(
+            factor[r][t],
+            _mm512_mul_ps(s,
+                          _mm512_maskz_loadu_ps(
+                              mask, input_scales + (size_t)t * groups + g0)));
+        offset[r][t] = _mm512_fmadd_ps(
+            sz, _mm512_maskz_loadu_ps(mask, sums + (size_t)t * groups + g0),
+            offset[r][t]);
+      }
+    }
+    const int g1 = g0 + 16 < groups ? g0 + 16 : groups;
+    for (int g = g0; g < g1; ++g) {
+      __m512i even[kTileRows], odd[kTileRows];
+      for (int r = 0; r < kTileRows; ++r) {
+        const __m512i v = _mm512_loadu_si512(w + (size_t)r * (K / 2) +
+                                             (size_t)g * (kGroup / 2));
+        even[r] = _mm512_and_si512(v, low);
+        odd[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      }
+      for (int t = 0; t < TB; ++t) {
+        /* low bytes of the even-index inputs, of the odd ones, high bytes
+         * of the even ones, of the odd ones */
+        const uint8_t *x = bytes + ((size_t)t * groups + g) * (2 * kGroup);
+        const __m512i lo_even = _mm512_load_si512(x);
+        const __m512i lo_odd = _mm512_load_si512(x + 64);
+        for (int r = 0; r < kTileRows; ++r) {
+          __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even[r],
+                                           _mm512_load_si512(x + 128));
+          hi = _mm512_dpbusd_epi32(hi, odd[r], _mm512_load_si512(x + 192));
+          __m512i dot = _mm512_slli_epi32(hi, 8);
+          dot = _mm512_dpbusd_epi32(dot, lo_even, even[r]);
+          dot = _mm512_dpbusd_epi32(dot, lo_odd, odd[r]);
+          acc[r][t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                              _mm512_set1_ps(factor[r][t][g - g0]), acc[r][t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < TB; ++t)
+    _mm_storeu_ps(
+        job->out + (size_t)(t0 + t) * job->out_stride + n,
+        _mm_sub_ps(
+            hsum4_ps(acc[0][t], acc[1][t], acc[2][t], acc[3][t]),
+            hsum4_ps(offset[0][t], offset[1][t], offset[2][t], offset[3][t])));
+}
+
+/* One token (decode): one row at a time, as one stream; more tokens: 4 rows
+ * x up to 4 tokens at a time (w4a16_tile), the last rows one at a time. */
 static int w4a16_task(void *user_context, int task, uint8_t *closure) {
   (void)user_context;
   const int8_job *job = (const int8_job *)closure;
   const int n0 = task * kRowsPerTask;
   const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
-  for (int n = n0; n < n1; ++n) {
-    if (job->T == 1)
+  if (job->T == 1) {
+    for (int n = n0; n < n1; ++n)
       w4a16_row(job, n, 0, 1);
-    else
-      for (int t = 0; t < job->T; ++t)
-        w4a16_row(job, n, t, 0);
+    return 0;
   }
+  const int n4 = n0 + (n1 - n0) / kTileRows * kTileRows;
+  for (int t0 = 0; t0 < job->T; t0 += kTileTokens16) {
+    const int tokens =
+        job->T - t0 < kTileTokens16 ? job->T - t0 : kTileTokens16;
+    for (int n = n0; n < n4; n += kTileRows) {
+      switch (tokens) {
+      case 3:
+        w4a16_tile(job, n, t0, 3);
+        break;
+      case 2:
+        w4a16_tile(job, n, t0, 2);
+        break;
+      default:
+        w4a16_tile(job, n, t0, 1);
+        break;
+      }
+    }
+  }
+  for (int n = n4; n < n1; ++n) /* rows past the last whole tile */
+    for (int t = 0; t < job->T; ++t)
+      w4a16_row(job, n, t, 0);
   return 0;
 }
 

@@ -1,5 +1,6 @@
-/* w4_linear.c - AVX-512 kernel for 4-bit weights with f32, bf16 or f16
- * activations (w4a16 builds; the 16-bit ones are rounded on the way in).
+/* w4_linear.c - AVX-512 kernel for 4-bit weights with f32 activations
+ * (w4a16 builds with --activations=f32; with bf16 or f16 activations they
+ * take int8_linear.c's kernels).
  *
  * Same interface as the Halide kernel:
  *   (x f32 [K, T], w u8 [K/2, N] two 4-bit codes a byte, low nibble first,
@@ -25,12 +26,12 @@
 enum { kRowsPerTask = 64, kGroup = 128 };
 
 typedef struct w4_job {
-  const uint8_t *w;         /* [N][K/2] */
-  const uint16_t *scales;   /* f16 [N][K/128] */
-  const uint16_t *zeros;    /* f16 [N][K/128] */
-  const float *x;           /* [T][K], per group: 64 even, then 64 odd */
-  const float *sums;        /* [T][K/128] */
-  float *out;               /* [T][out_stride] */
+  const uint8_t *w;       /* [N][K/2] */
+  const uint16_t *scales; /* f16 [N][K/128] */
+  const uint16_t *zeros;  /* f16 [N][K/128] */
+  const float *x;         /* [T][K], per group: 64 even, then 64 odd */
+  const float *sums;      /* [T][K/128] */
+  float *out;             /* [T][out_stride] */
   int K, N, T, out_stride;
 } w4_job;
 
@@ -82,7 +83,8 @@ SPARK_BLOCK w4_block(const w4_job *job, int n, int t0, const int TT) {
       const float scale = _cvtsh_ss(job->scales[at]);
       const float zero = _cvtsh_ss(job->zeros[at]);
       for (int t = 0; t < TT; ++t) {
-        acc[r][t] = _mm512_fmadd_ps(dot[r][t], _mm512_set1_ps(scale), acc[r][t]);
+        acc[r][t] =
+            _mm512_fmadd_ps(dot[r][t], _mm512_set1_ps(scale), acc[r][t]);
         offset[r][t] += scale * zero * job->sums[(size_t)(t0 + t) * groups + g];
       }
     }
@@ -108,41 +110,30 @@ static int w4_task(void *user_context, int task, uint8_t *closure) {
   return 0;
 }
 
-static int w4a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
-                 halide_buffer_t *zeros, halide_buffer_t *out, int rounding) {
-  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
-      !spark_groups_fit(x, scales, kGroup) || !spark_groups_fit(x, zeros, kGroup))
-    return -1;
-  float *reordered, *sums;
-  if (spark_prepare_inputs(x, rounding, kGroup, &reordered, &sums) != 0)
-    return -1;
-  w4_job job = {(const uint8_t *)w->host, (const uint16_t *)scales->host,
-                (const uint16_t *)zeros->host, reordered, sums,
-                (float *)out->host, K, N, T, out->dim[1].stride};
-  int rc = halide_do_par_for(NULL, w4_task, 0,
-                             (N + kRowsPerTask - 1) / kRowsPerTask,
-                             (uint8_t *)&job);
-  free(reordered);
-  free(sums);
-  return rc;
-}
-
 int spark_avx512_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
                               halide_buffer_t *scales, halide_buffer_t *zeros,
                               halide_buffer_t *out) {
-  return w4a16(x, w, scales, zeros, out, kSparkF32Inputs);
-}
-
-int spark_avx512_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
-                                    halide_buffer_t *scales,
-                                    halide_buffer_t *zeros,
-                                    halide_buffer_t *out) {
-  return w4a16(x, w, scales, zeros, out, kSparkBF16Inputs);
-}
-
-int spark_avx512_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
-                                   halide_buffer_t *scales,
-                                   halide_buffer_t *zeros, halide_buffer_t *out) {
-  return w4a16(x, w, scales, zeros, out, kSparkF16Inputs);
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
+      !spark_groups_fit(x, scales, kGroup) ||
+      !spark_groups_fit(x, zeros, kGroup))
+    return -1;
+  float *reordered, *sums;
+  if (spark_prepare_inputs(x, kSparkF32Inputs, kGroup, &reordered, &sums) != 0)
+    return -1;
+  w4_job job = {(const uint8_t *)w->host,
+                (const uint16_t *)scales->host,
+                (const uint16_t *)zeros->host,
+                reordered,
+                sums,
+                (float *)out->host,
+                K,
+                N,
+                T,
+                out->dim[1].stride};
+  int rc = halide_do_par_for(
+      NULL, w4_task, 0, (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
+  free(reordered);
+  free(sums);
+  return rc;
 }
