@@ -11,7 +11,8 @@
 //   avx512vnni: int8_linear.c (w8a8, w4a8), w4_linear.c (w4a16, f32 inputs)
 //   avx512vnni_int16: int8_linear.c (w4a16 with bf16/f16 inputs as int16;
 //               also rows that are not a multiple of its 4-row tiles)
-//   avx512bf16: bf16_linear.c (w8a16 with bf16 inputs, bf16)
+//   avx512bf16: bf16_linear.c (w8a16 with bf16 inputs, bf16; also rows that
+//               are not a multiple of the 4-row tiles)
 // A CPU without a set's features prints [SKIP] and its cases are reported
 // as skipped.
 //
@@ -117,7 +118,7 @@ struct KernelSet {
   W8Kernel w8a16[2];       // f32, bf16 inputs
   BF16Kernel bf16;
   int bf16Inputs;       // how the bf16-weight kernel rounds its inputs
-  bool anyRows = false; // w4a16 takes any number of rows (not only 4k)
+  bool anyRows = false; // w4a16 / w8a16 / bf16 take any number of rows
 };
 
 const KernelSet kAvx2 = {
@@ -164,7 +165,8 @@ const KernelSet kAvx512BF16 = {"avx512bf16",
                                {nullptr, nullptr, nullptr},
                                {nullptr, spark_bf16_linear_w8a16},
                                spark_bf16_linear,
-                               1};
+                               1,
+                               true};
 
 #define SKIP_WITHOUT(set)                                                      \
   if (!(set).cpu()) {                                                          \
@@ -411,40 +413,43 @@ TEST_P(WideKernels, W8A16AndBF16) {
     v = floatToBF16(normal(c.rng));
   for (int n = 0; n < N; ++n)
     scales[n] = 0.002f * float(n + 1);
-  // kind 0: w8a16 with f32 inputs, 1: with bf16 inputs, 2: bf16 weights.
-  for (int kind = 0; kind < 3; ++kind) {
-    if (kind < 2 ? !set().w8a16[kind] : !set().bf16)
-      continue;
-    const bool bf16Inputs = kind == 1 || (kind == 2 && set().bf16Inputs);
-    std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
-    for (int t = 0; t < c.T; ++t)
-      for (int n = 0; n < N; ++n) {
-        double sum = 0, mag = 0;
-        for (int k = 0; k < K; ++k) {
-          double xv = rounded(c.in(t, k), bf16Inputs ? 1 : 0);
-          double wv = kind == 2 ? double(bf16ToFloat(wbf[size_t(n) * K + k]))
-                                : w[size_t(n) * K + k] * double(scales[n]);
-          sum += wv * xv;
-          mag += std::fabs(wv * xv);
+  // kind 0: w8a16 with f32 inputs, 1: with bf16 inputs, 2: bf16 weights;
+  // all N rows, and N - 1 where the set takes any number of rows.
+  for (const int Rows : {N, set().anyRows ? N - 1 : N})
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("rows " + std::to_string(Rows));
+      if (kind < 2 ? !set().w8a16[kind] : !set().bf16)
+        continue;
+      const bool bf16Inputs = kind == 1 || (kind == 2 && set().bf16Inputs);
+      std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
+      for (int t = 0; t < c.T; ++t)
+        for (int n = 0; n < Rows; ++n) {
+          double sum = 0, mag = 0;
+          for (int k = 0; k < K; ++k) {
+            double xv = rounded(c.in(t, k), bf16Inputs ? 1 : 0);
+            double wv = kind == 2 ? double(bf16ToFloat(wbf[size_t(n) * K + k]))
+                                  : w[size_t(n) * K + k] * double(scales[n]);
+            sum += wv * xv;
+            mag += std::fabs(wv * xv);
+          }
+          want[size_t(t) * N + n] = sum;
+          magnitude[size_t(t) * N + n] = mag;
         }
-        want[size_t(t) * N + n] = sum;
-        magnitude[size_t(t) * N + n] = mag;
+      std::vector<float> out = c.out();
+      Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
+      Buffer ob(out.data(), halide_type_float, 32, Rows, c.T, OutStride);
+      Buffer sb(scales.data(), halide_type_float, 32, Rows);
+      int rc;
+      if (kind == 2) {
+        Buffer wb(wbf.data(), halide_type_bfloat, 16, K, Rows, K);
+        rc = set().bf16(&x.b, &wb.b, &ob.b);
+      } else {
+        Buffer wb(w.data(), halide_type_int, 8, K, Rows, K);
+        rc = set().w8a16[kind](&x.b, &wb.b, &sb.b, &ob.b);
       }
-    std::vector<float> out = c.out();
-    Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
-    Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
-    Buffer sb(scales.data(), halide_type_float, 32, N);
-    int rc;
-    if (kind == 2) {
-      Buffer wb(wbf.data(), halide_type_bfloat, 16, K, N, K);
-      rc = set().bf16(&x.b, &wb.b, &ob.b);
-    } else {
-      Buffer wb(w.data(), halide_type_int, 8, K, N, K);
-      rc = set().w8a16[kind](&x.b, &wb.b, &sb.b, &ob.b);
+      ASSERT_EQ(rc, 0) << "kind " << kind;
+      expectClose(c, out, want, magnitude, Rows);
     }
-    ASSERT_EQ(rc, 0) << "kind " << kind;
-    expectClose(c, out, want, magnitude);
-  }
 }
 
 // A shape the kernels cannot take is refused, not computed wrongly.

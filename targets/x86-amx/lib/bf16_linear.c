@@ -110,6 +110,87 @@ static void w8_token(const bf16_job *job, int n0, int n1) {
   }
 }
 
+/* w8a16 prefill: rows n..n+3 times tokens t0..t0+TB-1 (TB a constant after
+ * inlining, at most kW8TileTokens), the products of w8_group: each 32 codes
+ * widened to int16 once for the TB tokens, each token's int16 inputs loaded
+ * once for the 4 rows, every group's exact int32 sums scaled by the token's
+ * power of two for it. */
+enum { kW8TileRows = 4, kW8TileTokens = 3 };
+
+static inline __attribute__((always_inline)) void
+w8_tile(const bf16_job *job, int n, int t0, const int TB) {
+  const int K = job->K, groups = K / kInputGroup;
+  const int8_t *w = job->codes + (size_t)n * K;
+  __m512 acc[kW8TileRows][kW8TileTokens];
+  for (int r = 0; r < kW8TileRows; ++r)
+    for (int t = 0; t < TB; ++t)
+      acc[r][t] = _mm512_setzero_ps();
+  for (int g = 0; g < groups; ++g) {
+    __m512i dot[kW8TileRows][kW8TileTokens];
+    for (int r = 0; r < kW8TileRows; ++r)
+      for (int t = 0; t < TB; ++t)
+        dot[r][t] = _mm512_setzero_si512();
+    for (int q = 0; q < kInputGroup; q += 32) {
+      __m512i codes[kW8TileRows];
+      for (int r = 0; r < kW8TileRows; ++r)
+        codes[r] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((
+            const __m256i *)(w + (size_t)r * K + (size_t)g * kInputGroup + q)));
+      for (int t = 0; t < TB; ++t) {
+        const __m512i x = _mm512_load_si512(job->x16 + (size_t)(t0 + t) * K +
+                                            (size_t)g * kInputGroup + q);
+        for (int r = 0; r < kW8TileRows; ++r)
+          dot[r][t] = _mm512_dpwssd_epi32(dot[r][t], codes[r], x);
+      }
+    }
+    for (int t = 0; t < TB; ++t) {
+      const __m512 scale =
+          _mm512_set1_ps(job->x16_scales[(size_t)(t0 + t) * groups + g]);
+      for (int r = 0; r < kW8TileRows; ++r)
+        acc[r][t] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][t]), scale, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < kW8TileRows; ++r)
+    for (int t = 0; t < TB; ++t)
+      job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
+          sum16(acc[r][t]) * job->scales[n + r];
+}
+
+/* The rows n0..n1-1 (w8a16 with int16 inputs) times every token: one token
+ * a row at a time (w8_token); more in tiles of 4 rows x up to 3 tokens, and
+ * the rows past the last whole tile through w8_token, token by token. */
+static void w8_rows(const bf16_job *job, int n0, int n1) {
+  if (job->T == 1) {
+    w8_token(job, n0, n1);
+    return;
+  }
+  const int n4 = n0 + (n1 - n0) / kW8TileRows * kW8TileRows;
+  for (int t0 = 0; t0 < job->T; t0 += kW8TileTokens) {
+    const int tokens =
+        job->T - t0 < kW8TileTokens ? job->T - t0 : kW8TileTokens;
+    for (int n = n0; n < n4; n += kW8TileRows) {
+      switch (tokens) {
+      case 3:
+        w8_tile(job, n, t0, 3);
+        break;
+      case 2:
+        w8_tile(job, n, t0, 2);
+        break;
+      default:
+        w8_tile(job, n, t0, 1);
+        break;
+      }
+    }
+  }
+  for (int t = 0; t < job->T && n4 < n1; ++t) {
+    bf16_job one = *job; /* the last rows, one token at a time */
+    one.x16 = job->x16 + (size_t)t * job->K;
+    one.x16_scales = job->x16_scales + (size_t)t * (job->K / kInputGroup);
+    one.out = job->out + (size_t)t * job->out_stride;
+    w8_token(&one, n4, n1);
+  }
+}
+
 /* One token against the bf16 rows n0..n1-1 (bf16 decode): one row at a time,
  * as one stream, each line requested into L2 kSparkPrefetchAvx512 ahead, two
  * accumulator chains (even and odd 32-weight vectors). Rows read 4 at a time
@@ -143,7 +224,7 @@ rows_task(int task, const bf16_job *job, const int int8) {
   int n0 = task * job->rows_per_task;
   int n1 = n0 + job->rows_per_task < job->N ? n0 + job->rows_per_task : job->N;
   if (int8 && job->x16) {
-    w8_token(job, n0, n1);
+    w8_rows(job, n0, n1);
     return 0;
   }
   if (!int8 && job->T == 1) {
@@ -190,13 +271,13 @@ static int w8_rows_task(void *user_context, int task, uint8_t *closure) {
   return rows_task(task, (const bf16_job *)closure, 1);
 }
 
-/* Rounds the inputs (w8a16 decode with K % kInputGroup == 0: as int16), runs
+/* Rounds the inputs (w8a16 with K % kInputGroup == 0: as int16), runs
  * `job` over blocks of about 64 rows (every thread streams its own rows),
  * frees. */
 static int run_bf16(const halide_buffer_t *x, bf16_job *job) {
   uint16_t *xb = NULL;
   spark_int16_inputs in = {NULL, NULL, NULL, NULL};
-  if (job->codes && job->T == 1 && job->K % kInputGroup == 0) {
+  if (job->codes && job->K % kInputGroup == 0) {
     if (spark_prepare_int16(x, kSparkBF16Inputs, kInputGroup, 0, &in) != 0)
       return -1;
   } else if (!(xb = to_bf16(x))) {
@@ -230,11 +311,10 @@ int spark_bf16_linear(halide_buffer_t *x, halide_buffer_t *w,
 }
 
 /* w8a16 with bf16 activations: x f32 [K, T], w int8 codes [K, N], scales f32
- * [N], out f32 [N, T]; out = scale[n] * sum_k code * bf16(x). More tokens:
- * codes up to 127 are exact in bf16, and each 32-code step widens the
- * block's rows to bf16 once (vpmovsxbd, vcvtdq2ps, vcvtne2ps2bf16), shared by
- * up to 4 tokens. One token with K % 128 == 0: bf16(x) as int16 per group
- * (w8_token). */
+ * [N], out f32 [N, T]; out = scale[n] * sum_k code * bf16(x). With
+ * K % 128 == 0, bf16(x) as int16 per group of 128 on vpdpwssd (w8_rows);
+ * otherwise the codes (exact in bf16) widened to bf16 once per 32-code step
+ * (vpmovsxbd, vcvtdq2ps, vcvtne2ps2bf16), shared by up to 4 tokens. */
 int spark_bf16_linear_w8a16(halide_buffer_t *x, halide_buffer_t *w,
                             halide_buffer_t *scales, halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
