@@ -46,8 +46,8 @@ const char *kUsage =
     "                   [--json PATH] [--profile] [--no-bandwidth] [--no-verify]\n"
     "  -d: decode after this many prefilled positions (one tg row each)\n"
     "  --json: also write the results as JSON to PATH\n"
-    "  --profile: time per kernel kind and layer type of one decode step\n"
-    "             (after the largest -d)\n"
+    "  --profile: time per kernel kind and layer type of the prefill of -p\n"
+    "             tokens and of one decode step (after the largest -d)\n"
     "  --no-bandwidth: skip the stream-bandwidth probe and roofline columns\n";
 // clang-format on
 
@@ -222,6 +222,51 @@ struct ProfileLine {
   double ms = 0; // per token
 };
 
+/// The profile lines of `ns` (each call's time over `tokens` tokens), largest
+/// first, then "sampling" (when `sampling` is not negative) and the time
+/// outside the calls.
+std::vector<ProfileLine> profileLines(spark_model *model,
+                                      const spark_model_def *def,
+                                      const std::vector<uint64_t> &ns,
+                                      uint64_t total, int64_t sampling,
+                                      long long tokens) {
+  int32_t numCalls = 0;
+  const spark_call_def *calls = nullptr;
+  spark_model_get_calls(model, &numCalls, &calls);
+  std::vector<ProfileLine> lines;
+  uint64_t inCalls = 0;
+  for (int32_t i = 0; i < numCalls && size_t(i) < ns.size(); ++i) {
+    int layer = calls[i].layer;
+    std::string part = "model";
+    if (layer >= 0 && 2 * layer < def->num_caches)
+      part = def->caches[2 * layer].layout == SPARK_CACHE_RING
+                 ? "sliding layers"
+                 : "full layers";
+    auto it =
+        std::find_if(lines.begin(), lines.end(), [&](const ProfileLine &l) {
+          return l.part == part && l.kind == calls[i].kind;
+        });
+    if (it == lines.end()) {
+      lines.push_back({part, calls[i].kind});
+      it = lines.end() - 1;
+    }
+    it->calls += 1;
+    it->ms += double(ns[size_t(i)]) / 1e6 / double(tokens);
+    inCalls += ns[size_t(i)];
+  }
+  std::sort(
+      lines.begin(), lines.end(),
+      [](const ProfileLine &a, const ProfileLine &b) { return a.ms > b.ms; });
+  if (sampling >= 0)
+    lines.push_back({"runtime", "sampling (greedy)", 1,
+                     double(sampling) / 1e6 / double(tokens)});
+  double outside = double(total) - double(inCalls) -
+                   double(sampling > 0 ? sampling : 0);
+  lines.push_back({"runtime", "between calls", 0,
+                   std::max(0.0, outside) / 1e6 / double(tokens)});
+  return lines;
+}
+
 /// Decodes `gen` tokens from `state` (a session snapshot; empty: an empty
 /// context) with the profile hook on and greedy sampling after each step;
 /// returns the lines, largest first, with "sampling" and the step's own time
@@ -258,37 +303,29 @@ std::vector<ProfileLine> profileDecode(spark_model *model,
   uint64_t total = clockNs() - start;
   spark_model_set_profile(model, nullptr, nullptr);
   spark_sampler_destroy(sampler);
-  std::vector<ProfileLine> lines;
-  uint64_t inCalls = 0;
-  for (int32_t i = 0; i < numCalls; ++i) {
-    int layer = calls[i].layer;
-    std::string part = "model";
-    if (layer >= 0 && 2 * layer < def->num_caches)
-      part = def->caches[2 * layer].layout == SPARK_CACHE_RING
-                 ? "sliding layers"
-                 : "full layers";
-    auto it =
-        std::find_if(lines.begin(), lines.end(), [&](const ProfileLine &l) {
-          return l.part == part && l.kind == calls[i].kind;
-        });
-    if (it == lines.end()) {
-      lines.push_back({part, calls[i].kind});
-      it = lines.end() - 1;
-    }
-    it->calls += 1;
-    it->ms += double(ns[size_t(i)]) / 1e6 / double(gen);
-    inCalls += ns[size_t(i)];
-  }
-  std::sort(
-      lines.begin(), lines.end(),
-      [](const ProfileLine &a, const ProfileLine &b) { return a.ms > b.ms; });
-  lines.push_back({"runtime", "sampling (greedy)", 1,
-                   double(sampling) / 1e6 / double(gen)});
-  double outside = double(total) - double(inCalls) - double(sampling);
-  lines.push_back({"runtime", "between calls", 0,
-                   std::max(0.0, outside) / 1e6 / double(gen)});
   msPerToken = double(total) / 1e6 / double(gen);
-  return lines;
+  return profileLines(model, def, ns, total, int64_t(sampling), gen);
+}
+
+/// Prefills the first `prompt` of `tokens` into an empty context with the
+/// profile hook on; the lines per prompt token, largest first.
+std::vector<ProfileLine> profilePrefill(spark_model *model,
+                                        spark_session *session,
+                                        const spark_model_def *def,
+                                        const std::vector<int32_t> &tokens,
+                                        long long prompt, double &msPerToken) {
+  int32_t numCalls = 0;
+  const spark_call_def *calls = nullptr;
+  spark_model_get_calls(model, &numCalls, &calls);
+  std::vector<uint64_t> ns(size_t(numCalls), 0);
+  spark_session_reset(session);
+  spark_model_set_profile(model, ns.data(), clockNs);
+  uint64_t start = clockNs();
+  spark_session_eval(session, tokens.data(), int32_t(prompt), 0, nullptr);
+  uint64_t total = clockNs() - start;
+  spark_model_set_profile(model, nullptr, nullptr);
+  msPerToken = double(total) / 1e6 / double(prompt);
+  return profileLines(model, def, ns, total, -1, prompt);
 }
 
 /// A comma-separated list of integers >= `least`; "" on success, else why not.
@@ -381,8 +418,9 @@ int main(int argc, char **argv) {
   };
   std::vector<Load> loads;
   struct Profile {
+    const char *phase; // "prefill" or "decode"
     int threads;
-    int depth;
+    int depth; // decode: positions before the step; prefill: prompt tokens
     double msPerToken;
     std::vector<ProfileLine> lines;
   };
@@ -447,6 +485,12 @@ int main(int argc, char **argv) {
         pp.push_back(double(prompt) / (now() - t0));
     }
     rows.push_back({threads, "pp" + std::to_string(prompt), stats(pp)});
+    if (args.has("profile")) {
+      Profile p{"prefill", threads, int(prompt), 0, {}};
+      p.lines = profilePrefill(loaded.model, session, def, tokens, prompt,
+                               p.msPerToken);
+      profiles.push_back(std::move(p));
+    }
     for (int depth : depths) {
       // Prefill `depth` positions once and restore them before each run
       // (the snapshot's own memory is left out of the RSS figures).
@@ -492,7 +536,7 @@ int main(int argc, char **argv) {
       peakAnon = std::max(peakAnon,
                           anon > snapshot.size() ? anon - snapshot.size() : 0);
       if (args.has("profile") && depth == maxDepth) {
-        Profile p{threads, depth, 0, {}};
+        Profile p{"decode", threads, depth, 0, {}};
         p.lines = profileDecode(loaded.model, session, def, tokens, snapshot,
                                 gen, p.msPerToken);
         profiles.push_back(std::move(p));
@@ -547,11 +591,20 @@ int main(int argc, char **argv) {
                 double(peakAnon) / (1024.0 * 1024));
 
   for (const Profile &p : profiles) {
-    std::printf("\nprofile of one decode step, %d thread%s (%.2f ms per token "
-                "after %d positions, greedy sampling included):\n\n"
-                "| part | kind | calls | ms per token | share |\n"
-                "| --- | --- | ---: | ---: | ---: |\n",
-                p.threads, p.threads == 1 ? "" : "s", p.msPerToken, p.depth);
+    if (std::strcmp(p.phase, "prefill") == 0)
+      std::printf("\nprofile of a prefill of %d tokens, %d thread%s (%.2f ms "
+                  "per token; calls per chunk of the build's max_chunk):\n\n"
+                  "| part | kind | calls | ms per token | share |\n"
+                  "| --- | --- | ---: | ---: | ---: |\n",
+                  p.depth, p.threads, p.threads == 1 ? "" : "s",
+                  p.msPerToken);
+    else
+      std::printf("\nprofile of one decode step, %d thread%s (%.2f ms per "
+                  "token after %d positions, greedy sampling included):\n\n"
+                  "| part | kind | calls | ms per token | share |\n"
+                  "| --- | --- | ---: | ---: | ---: |\n",
+                  p.threads, p.threads == 1 ? "" : "s", p.msPerToken,
+                  p.depth);
     for (const ProfileLine &line : p.lines)
       std::printf("| %s | %s | %d | %.3f | %.1f%% |\n", line.part.c_str(),
                   line.kind.c_str(), line.calls, line.ms,
@@ -601,9 +654,11 @@ int main(int argc, char **argv) {
       const Profile &p = profiles[i];
       std::fprintf(
           f,
-          "    {\"threads\": %d, \"depth\": %d, \"ms_per_token\": %.4f, "
-          "\"lines\": [\n",
-          p.threads, p.depth, p.msPerToken);
+          "    {\"phase\": \"%s\", \"threads\": %d, \"%s\": %d, "
+          "\"ms_per_token\": %.4f, \"lines\": [\n",
+          p.phase, p.threads,
+          std::strcmp(p.phase, "prefill") == 0 ? "tokens" : "depth", p.depth,
+          p.msPerToken);
       for (size_t j = 0; j < p.lines.size(); ++j)
         std::fprintf(
             f,

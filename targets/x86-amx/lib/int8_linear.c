@@ -22,6 +22,7 @@
  * -mavx512vnni -mf16c; entered only when CPUID reports AVX512_VNNI. */
 #include "HalideRuntime.h"
 
+#include "avx512_sums.h"
 #include "microkernel_support.h"
 #include "x86_inputs.h"
 #include "x86_inputs_avx512.h"
@@ -62,40 +63,6 @@ typedef struct int8_job {
 } int8_job;
 
 static inline int32_t hsum(__m512i v) { return _mm512_reduce_add_epi32(v); }
-
-/* The lane sums of a, b, c and d, in that order (a 4-way horizontal add). */
-static inline __attribute__((always_inline)) __m128i
-hsum4_epi32(__m512i a, __m512i b, __m512i c, __m512i d) {
-  const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b),
-                                      _mm512_unpackhi_epi32(a, b));
-  const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d),
-                                      _mm512_unpackhi_epi32(c, d));
-  /* each 128-bit lane: partial sums of a, b, c, d */
-  const __m512i abcd = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd),
-                                        _mm512_unpackhi_epi64(ab, cd));
-  const __m256i half = _mm256_add_epi32(_mm512_castsi512_si256(abcd),
-                                        _mm512_extracti64x4_epi64(abcd, 1));
-  return _mm_add_epi32(_mm256_castsi256_si128(half),
-                       _mm256_extracti128_si256(half, 1));
-}
-
-static inline __attribute__((always_inline)) __m128
-hsum4_ps(__m512 a, __m512 b, __m512 c, __m512 d) {
-  const __m512 ab =
-      _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
-  const __m512 cd =
-      _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
-  const __m512 abcd =
-      _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab),
-                                                        _mm512_castps_pd(cd))),
-                    _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab),
-                                                        _mm512_castps_pd(cd))));
-  const __m256 half = _mm256_add_ps(
-      _mm512_castps512_ps256(abcd),
-      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(abcd), 1)));
-  return _mm_add_ps(_mm256_castps256_ps128(half),
-                    _mm256_extractf128_ps(half, 1));
-}
 
 /* Prefill tiles: kTileRows rows times up to kTileTokens (w8a8),
  * kTileTokens4 (w4a8) or kTileTokens16 (w4a16) tokens in registers (the
@@ -166,7 +133,7 @@ w8a8_tile(const int8_job *job, int n, int t0, const int32_t *correction,
   const __m128 scale = _mm_loadu_ps(job->scales + n);
   for (int t = 0; t < TB; ++t) {
     const __m128i sum = _mm_sub_epi32(
-        hsum4_epi32(acc[0][t], acc[1][t], acc[2][t], acc[3][t]), c);
+        spark_hsum4_epi32(acc[0][t], acc[1][t], acc[2][t], acc[3][t]), c);
     _mm_storeu_ps(job->out + (size_t)(t0 + t) * job->out_stride + n,
                   _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(sum), scale),
                              _mm_set1_ps(job->token_scales[t0 + t])));
@@ -361,9 +328,10 @@ w4a8_tile(const int8_job *job, int n, int t0, const int TB) {
     }
   }
   for (int t = 0; t < TB; ++t) {
-    const __m128 dot = hsum4_ps(acc[0][t], acc[1][t], acc[2][t], acc[3][t]);
+    const __m128 dot =
+        spark_hsum4_ps(acc[0][t], acc[1][t], acc[2][t], acc[3][t]);
     const __m128 off =
-        hsum4_ps(offset[0][t], offset[1][t], offset[2][t], offset[3][t]);
+        spark_hsum4_ps(offset[0][t], offset[1][t], offset[2][t], offset[3][t]);
     _mm_storeu_ps(
         job->out + (size_t)(t0 + t) * job->out_stride + n,
         _mm_mul_ps(_mm_sub_ps(dot, _mm_mul_ps(_mm_set1_ps(8.0f), off)),
@@ -546,9 +514,9 @@ w4a16_tile(const int8_job *job, int n, int t0, const int TB) {
   for (int t = 0; t < TB; ++t)
     _mm_storeu_ps(
         job->out + (size_t)(t0 + t) * job->out_stride + n,
-        _mm_sub_ps(
-            hsum4_ps(acc[0][t], acc[1][t], acc[2][t], acc[3][t]),
-            hsum4_ps(offset[0][t], offset[1][t], offset[2][t], offset[3][t])));
+        _mm_sub_ps(spark_hsum4_ps(acc[0][t], acc[1][t], acc[2][t], acc[3][t]),
+                   spark_hsum4_ps(offset[0][t], offset[1][t], offset[2][t],
+                                  offset[3][t])));
 }
 
 /* One token (decode): one row at a time, as one stream; more tokens: 4 rows
