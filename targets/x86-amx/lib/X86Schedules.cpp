@@ -184,6 +184,11 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                                     "-mf16c"};
   static const Microkernel avx512W4 = {"spark_avx512_linear_w4a16",
                                        "w4_linear.c", w4Flags};
+  // Attention with f32 caches on every x86 variant: all query heads of a
+  // key/value head in one task, each cached row read once per token
+  // (avx2_attention.c; Halide's ran one task per query head and token).
+  if (spec.kind == KernelKind::Attention)
+    return avx2MicrokernelFor(spec);
   const bool tiles = variant.matrixTiles && variant.matrixKernel == "tiles";
   // Whole 32-deep tiles, two 16-row A tiles per step.
   if (tiles && isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0)
