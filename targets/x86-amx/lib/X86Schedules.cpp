@@ -83,10 +83,11 @@ bool isBF16Prefill(const KernelSpec &spec) {
          spec.weightType == DType::BF16;
 }
 
-/// The driver's wrapper of spark_avx2_attention for one attention kernel:
-/// its interface, with the layer's scale, window and cache layout passed.
-std::string avx2AttentionWrapper(const KernelSpec &spec,
-                                 const std::string &name) {
+/// The driver's wrapper of an x86 attention microkernel (`symbol`) for one
+/// attention kernel: its interface, with the layer's scale, window and cache
+/// layout passed.
+std::string attentionWrapper(const KernelSpec &spec, const std::string &name,
+                             const char *symbol) {
   char scale[64];
   std::snprintf(scale, sizeof(scale), "%af", double(float(spec.scale)));
   return std::string("static int ") + name +
@@ -94,10 +95,29 @@ std::string avx2AttentionWrapper(const KernelSpec &spec,
          "    halide_buffer_t *k_cache, halide_buffer_t *v_cache, " +
          (spec.gated ? "halide_buffer_t *gate, " : "") +
          "int32_t pos0,\n    int32_t cached, halide_buffer_t *out) {\n"
-         "  return spark_avx2_attention(q, k, v, k_cache, v_cache, " +
+         "  return " +
+         symbol + "(q, k, v, k_cache, v_cache, " +
          (spec.gated ? "gate" : "NULL") + ", pos0, cached, out,\n      " +
          scale + ", " + std::to_string(spec.window) + ", " +
          (spec.ring ? "1" : "0") + ");\n}\n";
+}
+
+std::string avx2AttentionWrapper(const KernelSpec &spec,
+                                 const std::string &name) {
+  return attentionWrapper(spec, name, "spark_avx2_attention");
+}
+
+std::string avx512AttentionWrapper(const KernelSpec &spec,
+                                   const std::string &name) {
+  return attentionWrapper(spec, name, "spark_avx512_attention");
+}
+
+/// Whether an x86 attention microkernel takes `spec` (f32 caches, head_dim
+/// a multiple of 8, up to 16 query heads per key / value head).
+bool attentionFits(const KernelSpec &spec) {
+  return spec.weightType == DType::F32 && spec.headDim % 8 == 0 &&
+         spec.kvHeads > 0 && spec.heads % spec.kvHeads == 0 &&
+         spec.heads / spec.kvHeads <= 16;
 }
 
 /// The AVX2 variant's matrix kernels: every quantized scheme and bf16
@@ -130,11 +150,7 @@ const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
       "    int32_t, int32_t);",
       avx2AttentionWrapper};
   if (spec.kind == KernelKind::Attention)
-    return spec.weightType == DType::F32 && spec.headDim % 8 == 0 &&
-                   spec.kvHeads > 0 && spec.heads % spec.kvHeads == 0 &&
-                   spec.heads / spec.kvHeads <= 16
-               ? &attention
-               : nullptr;
+    return attentionFits(spec) ? &attention : nullptr;
   if (spec.kind != KernelKind::Linear || spec.out % 4 != 0)
     return nullptr;
   // Which of the three: the rounding of 16-bit inputs.
@@ -184,11 +200,21 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                                     "-mf16c"};
   static const Microkernel avx512W4 = {"spark_avx512_linear_w4a16",
                                        "w4_linear.c", w4Flags};
-  // Attention with f32 caches on every x86 variant: all query heads of a
-  // key/value head in one task, each cached row read once per token
-  // (avx2_attention.c; Halide's ran one task per query head and token).
+  // Attention with f32 caches: all query heads of a key/value head in one
+  // task, each cached row read once per token (decode) or once per tile of
+  // 64 queries (prefill chunks of 8 tokens or more; avx512_attention.c).
+  // Halide's ran one task per query head and token.
+  static const Microkernel attention = {
+      "spark_avx512_attention",
+      "avx512_attention.c",
+      {"-mavx512f", "-mavx2", "-mfma", "-mf16c"},
+      "extern int spark_avx512_attention(halide_buffer_t *, halide_buffer_t "
+      "*,\n    halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,\n"
+      "    halide_buffer_t *, int32_t, int32_t, halide_buffer_t *, float,\n"
+      "    int32_t, int32_t);",
+      avx512AttentionWrapper};
   if (spec.kind == KernelKind::Attention)
-    return avx2MicrokernelFor(spec);
+    return attentionFits(spec) ? &attention : nullptr;
   const bool tiles = variant.matrixTiles && variant.matrixKernel == "tiles";
   // Whole 32-deep tiles, two 16-row A tiles per step.
   if (tiles && isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0)

@@ -1,0 +1,238 @@
+/* x86_attention.h - the attention of the x86 variants, one task per key /
+ * value head and token (avx2_attention.c runs it; avx512_attention.c runs it
+ * for decode and short chunks): all the query heads that share a key /
+ * value head (GQA) in one task, so each cached key and value is read once
+ * per token, not once per query head.
+ *
+ * The function (the Halide attention kernel's, codegen/lib/Kernels.cpp):
+ *   (q f32 [hd, H, n], k f32 [hd, KV, n], v f32 [hd, KV, n],
+ *    k_cache f32 [hd, KV, S], v_cache f32 [hd, KV, S], [gate f32 [H, n]],
+ *    pos0, cached, out f32 [hd, H, n]):
+ * keys m < cached come from cache slot m (a ring cache's slot m holds
+ * position pos0 - 1 - ((pos0 - 1 - m) mod S)), the others are the chunk's
+ * own rows m - cached at pos0 + m - cached; a query at pos0 + t sees the
+ * keys at positions <= its own (and, in a sliding layer, > its own -
+ * window); out = sum softmax(scale q.k) v, divided by 1 + exp(-gate) when
+ * gated. Scores are computed in one pass over the keys, their largest
+ * subtracted before exp, the values summed in a second pass. Needs
+ * hd % 8 == 0 and AVX2 + FMA (the including file's flags). */
+#ifndef SPARK_TARGETS_X86_ATTENTION_H
+#define SPARK_TARGETS_X86_ATTENTION_H
+
+#include "HalideRuntime.h"
+#include "avx2_support.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* e^x for x <= 0 (the softmax's arguments), relative error about 2e-7:
+ * x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its degree-6 Taylor series,
+ * 2^n through the exponent bits; below -87 the result is 0. */
+static inline __m256 exp_nonpositive(__m256 x) {
+  const __m256 tiny = _mm256_set1_ps(-87.0f);
+  const __m256 underflow = _mm256_cmp_ps(x, tiny, _CMP_LT_OQ);
+  x = _mm256_max_ps(x, tiny);
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i bits = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow,
+                          _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
+}
+
+typedef struct attention_job {
+  const halide_buffer_t *q, *k, *v, *kc, *vc, *gate, *out;
+  int32_t pos0, cached, n, hd, heads, kv_heads, group, slots;
+  float scale;
+  int32_t window, ring;
+} attention_job;
+
+static inline const float *at3(const halide_buffer_t *b, int a, int c) {
+  return (const float *)b->host + (size_t)a * b->dim[1].stride +
+         (size_t)c * b->dim[2].stride;
+}
+
+/* Key or value row m of head g as this chunk sees it, and its position. */
+static inline const float *key_row(const attention_job *j, int cache_key, int g,
+                                   int m, int32_t *position) {
+  if (m < j->cached) {
+    const int32_t last = j->pos0 - 1;
+    if (j->ring) {
+      int32_t back = (last - m) % j->slots;
+      if (back < 0)
+        back += j->slots;
+      *position = last - back;
+    } else {
+      *position = m;
+    }
+    return at3(cache_key ? j->kc : j->vc, g, m < j->slots ? m : j->slots - 1);
+  }
+  const int row = m - j->cached;
+  *position = j->pos0 + row;
+  return at3(cache_key ? j->k : j->v, g, row);
+}
+
+/* Requests key or value row m + kAhead: the rows of one head are a strided
+ * stream (the cache interleaves the heads) that a task reads row by row. */
+enum { kAhead = 8 };
+static inline void prefetch_row(const attention_job *j, int cache_key, int g,
+                                int m, int keys) {
+  if (m + kAhead >= keys)
+    return;
+  int32_t position;
+  const char *row =
+      (const char *)key_row(j, cache_key, g, m + kAhead, &position);
+  for (int b = 0; b < j->hd * 4; b += 64)
+    _mm_prefetch(row + b, _MM_HINT_T0);
+}
+
+static int attention_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  const attention_job *j = (const attention_job *)closure;
+  const int g = task % j->kv_heads, t = task / j->kv_heads;
+  const int hd = j->hd, group = j->group, keys = j->cached + j->n;
+  const int32_t query = j->pos0 + t;
+  /* scores [group][keys], then the head accumulators [group][hd] */
+  float *scores = (float *)malloc(sizeof(float) * ((size_t)group * keys + 8));
+  float *acc = NULL;
+  if (!scores ||
+      posix_memalign((void **)&acc, 32, sizeof(float) * group * hd) != 0) {
+    free(scores);
+    return -1;
+  }
+  const float lowest = -3.0e38f;
+  float largest[16];
+  for (int h = 0; h < group; ++h)
+    largest[h] = lowest;
+  for (int m = 0; m < keys; ++m) {
+    int32_t position;
+    const float *key = key_row(j, 1, g, m, &position);
+    prefetch_row(j, 1, g, m, keys);
+    int seen = position <= query;
+    if (j->window > 0)
+      seen = seen && position > query - j->window;
+    for (int h = 0; h < group; ++h) {
+      if (!seen) {
+        scores[(size_t)h * keys + m] = lowest;
+        continue;
+      }
+      const float *qh = at3(j->q, g * group + h, t);
+      __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+      int d = 0;
+      for (; d + 16 <= hd; d += 16) {
+        a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), _mm256_loadu_ps(key + d),
+                            a);
+        b = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d + 8),
+                            _mm256_loadu_ps(key + d + 8), b);
+      }
+      for (; d < hd; d += 8)
+        a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), _mm256_loadu_ps(key + d),
+                            a);
+      const float s = spark_hsum_ps(_mm256_add_ps(a, b)) * j->scale;
+      scores[(size_t)h * keys + m] = s;
+      if (s > largest[h])
+        largest[h] = s;
+    }
+  }
+  float denominator[16];
+  for (int h = 0; h < group; ++h) {
+    float *row = scores + (size_t)h * keys;
+    const __m256 top = _mm256_set1_ps(largest[h]),
+                 hidden = _mm256_set1_ps(-1.0e38f);
+    __m256 sum = _mm256_setzero_ps();
+    int m = 0;
+    for (; m + 8 <= keys; m += 8) {
+      const __m256 s = _mm256_loadu_ps(row + m);
+      const __m256 w = _mm256_and_ps(_mm256_cmp_ps(s, hidden, _CMP_GT_OQ),
+                                     exp_nonpositive(_mm256_sub_ps(s, top)));
+      _mm256_storeu_ps(row + m, w);
+      sum = _mm256_add_ps(sum, w);
+    }
+    float tail = 0.0f;
+    for (; m < keys; ++m) {
+      const float w = row[m] > -1.0e38f ? expf(row[m] - largest[h]) : 0.0f;
+      row[m] = w;
+      tail += w;
+    }
+    denominator[h] = spark_hsum_ps(sum) + tail;
+    for (int d = 0; d < hd; ++d)
+      acc[h * hd + d] = 0.0f;
+  }
+  for (int m = 0; m < keys; ++m) {
+    int32_t position;
+    const float *value = key_row(j, 0, g, m, &position);
+    prefetch_row(j, 0, g, m, keys);
+    for (int h = 0; h < group; ++h) {
+      const float w = scores[(size_t)h * keys + m];
+      if (w == 0.0f)
+        continue;
+      const __m256 wv = _mm256_set1_ps(w);
+      float *a = acc + h * hd;
+      for (int d = 0; d < hd; d += 8)
+        _mm256_store_ps(a + d, _mm256_fmadd_ps(wv, _mm256_loadu_ps(value + d),
+                                               _mm256_load_ps(a + d)));
+    }
+  }
+  for (int h = 0; h < group; ++h) {
+    const int head = g * group + h;
+    float factor = 1.0f / denominator[h];
+    if (j->gate)
+      factor /=
+          1.0f +
+          expf(-((const float *)
+                     j->gate->host)[(size_t)t * j->gate->dim[1].stride + head]);
+    float *o = (float *)at3(j->out, head, t);
+    for (int d = 0; d < hd; ++d)
+      o[d] = acc[h * hd + d] * factor;
+  }
+  free(scores);
+  free(acc);
+  return 0;
+}
+
+/* Fills `job` from the kernel's arguments; 0, or -1 for a shape the task
+ * cannot take. */
+static inline int
+spark_attention_job(attention_job *job, halide_buffer_t *q, halide_buffer_t *k,
+                    halide_buffer_t *v, halide_buffer_t *k_cache,
+                    halide_buffer_t *v_cache, halide_buffer_t *gate,
+                    int32_t pos0, int32_t cached, halide_buffer_t *out,
+                    float scale, int32_t window, int32_t ring) {
+  job->q = q;
+  job->k = k;
+  job->v = v;
+  job->kc = k_cache;
+  job->vc = v_cache;
+  job->gate = gate;
+  job->out = out;
+  job->pos0 = pos0;
+  job->cached = cached;
+  job->n = q->dim[2].extent;
+  job->hd = q->dim[0].extent;
+  job->heads = q->dim[1].extent;
+  job->kv_heads = k->dim[1].extent;
+  job->slots = k_cache->dim[2].extent;
+  job->scale = scale;
+  job->window = window;
+  job->ring = ring;
+  if (job->kv_heads <= 0 || job->heads % job->kv_heads != 0 ||
+      job->hd % 8 != 0 || job->heads / job->kv_heads > 16 || job->slots <= 0 ||
+      cached < 0 || cached > job->slots)
+    return -1;
+  job->group = job->heads / job->kv_heads;
+  return 0;
+}
+
+#endif
