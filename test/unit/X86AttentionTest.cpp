@@ -35,7 +35,7 @@ using Kernel = int (*)(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
                        int32_t, int32_t, halide_buffer_t *, float, int32_t,
                        int32_t);
 
-constexpr int HD = 128, Heads = 8, KV = 2, Group = Heads / KV;
+constexpr int HD = 128, Heads = 8;
 
 /// An f32 buffer [d0, d1, d2] (d2 == 0: two dimensions), dense.
 struct Buffer {
@@ -59,10 +59,11 @@ struct Buffer {
   }
 };
 
-/// (kernel, tokens in the chunk, cached positions, ring cache)
+/// (kernel, tokens in the chunk, cached positions, ring cache, key / value
+/// heads)
 struct Case {
   const char *kernel;
-  int n, pos0, ring;
+  int n, pos0, ring, kv = 2;
 };
 
 bool cpuHas(const char *kernel) {
@@ -77,6 +78,7 @@ class X86Attention : public ::testing::TestWithParam<Case> {};
 
 TEST_P(X86Attention, IsTheDefinition) {
   const Case c = GetParam();
+  const int KV = c.kv, Group = Heads / KV;
   if (!cpuHas(c.kernel)) {
     std::printf("[SKIP] this CPU has no %s\n",
                 std::string(c.kernel) == "avx2" ? "AVX2 and FMA" : "AVX-512F");
@@ -161,19 +163,23 @@ TEST_P(X86Attention, IsTheDefinition) {
 std::string caseName(const ::testing::TestParamInfo<Case> &info) {
   return std::string(info.param.kernel) + "_" + std::to_string(info.param.n) +
          "tokens_at" + std::to_string(info.param.pos0) +
-         (info.param.ring ? "_ring" : "_linear");
+         (info.param.ring ? "_ring" : "_linear") + "_" +
+         std::to_string(Heads / info.param.kv) + "heads";
 }
 
 // Chunks of 1 and 5 tokens take the per-token task, 8, 17 (a tile of 16
 // tokens and one more) and 70 the tiled one; positions 0 (no cache), 30 (a
-// ring not yet full) and 130 (a ring that has wrapped; 130 linear slots).
+// ring not yet full) and 130 (a ring that has wrapped; 130 linear slots);
+// 4 query heads per key / value head (Spark's), 2 and 8.
 INSTANTIATE_TEST_SUITE_P(
     X86, X86Attention,
     ::testing::Values(Case{"avx2", 1, 30, 0}, Case{"avx2", 17, 130, 1},
                       Case{"avx512", 1, 130, 1}, Case{"avx512", 5, 30, 0},
                       Case{"avx512", 8, 0, 0}, Case{"avx512", 17, 30, 1},
                       Case{"avx512", 17, 130, 1}, Case{"avx512", 70, 130, 0},
-                      Case{"avx512", 70, 0, 1}),
+                      Case{"avx512", 70, 0, 1}, Case{"avx512", 1, 130, 0, 4},
+                      Case{"avx512", 20, 130, 1, 4},
+                      Case{"avx512", 1, 30, 1, 1}, Case{"avx512", 9, 30, 0, 1}),
     caseName);
 
 } // namespace

@@ -1,9 +1,10 @@
 /* avx512_attention.c - attention for the AVX-512 variants.
  *
  * The function of x86_attention.h (the Halide attention kernel's). Decode
- * and chunks of fewer than kTiledTokens tokens run its task, one per key /
- * value head and token. Longer chunks (prefill) run one task per key /
- * value head and tile of kQueries queries (tokens x the query heads that
+ * and chunks of fewer than kTiledTokens tokens run one task per key / value
+ * head and token (token_task: AVX-512, up to 4 query heads a key / value
+ * head; more: x86_attention.h's task). Longer chunks (prefill) run one task per
+ * key / value head and tile of kQueries queries (tokens x the query heads that
  * share the head), which reads each cached key and value once per tile
  * instead of once per token, in blocks of kKeyBlock keys with an online
  * softmax (each query's running largest score and sum, the sums so far
@@ -17,8 +18,9 @@
  * A key block that no query of the tile sees (beyond the causal edge or
  * the window) is skipped. Needs hd % 64 == 0 and a query-head group that
  * divides kQueries (Spark: hd 256, 4 query heads per key / value head);
- * other shapes run the per-token task. Compiled with -mavx512f -mavx2 -mfma
+ * other shapes run x86_attention.h's task. Compiled with -mavx512f -mavx2 -mfma
  * -mf16c. */
+#include "avx512_sums.h"
 #include "x86_attention.h"
 
 #include <string.h>
@@ -214,6 +216,129 @@ static int tile_task(void *user_context, int task, uint8_t *closure) {
   return 0;
 }
 
+/* One token of one key / value head (decode and short chunks), its query
+ * heads (at most kTokenHeads) together, in three passes over the keys it
+ * sees: the scores, 16 dimensions per FMA and the heads' sums reduced
+ * together; the softmax; the values in blocks of kKeyBlock keys, 64
+ * dimensions x 4 heads of accumulators at a time, so each value row is
+ * read from memory once and its block again from L2. Rows are requested
+ * kAhead keys ahead. hd % 64 == 0. */
+enum { kTokenHeads = 4 };
+
+static int token_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  const attention_job *j = (const attention_job *)closure;
+  const int g = task % j->kv_heads, t = task / j->kv_heads;
+  const int hd = j->hd, group = j->group, keys = j->cached + j->n;
+  const int32_t query = j->pos0 + t;
+  float *buffer = NULL;
+  if (posix_memalign((void **)&buffer, 64,
+                     sizeof(float) * ((size_t)2 * kTokenHeads * hd +
+                                      (size_t)kTokenHeads * (keys + 16))) != 0)
+    return -1;
+  float *qs = buffer, *acc = qs + (size_t)kTokenHeads * hd,
+        *scores = acc + (size_t)kTokenHeads * hd; /* [head][keys] */
+  const size_t stride = (size_t)keys + 16;
+  for (int h = 0; h < kTokenHeads; ++h) {
+    const float *row = at3(j->q, g * group + (h < group ? h : 0), t);
+    for (int d = 0; d < hd; ++d)
+      qs[(size_t)h * hd + d] = row[d] * j->scale;
+  }
+  memset(acc, 0, sizeof(float) * (size_t)kTokenHeads * hd);
+  /* the keys it sees: [lo, hi) in key order, others masked */
+  float largest[kTokenHeads];
+  for (int h = 0; h < kTokenHeads; ++h)
+    largest[h] = -3.0e38f;
+  for (int m = 0; m < keys; ++m) {
+    int32_t position;
+    const float *key = key_row(j, 1, g, m, &position);
+    prefetch_row(j, 1, g, m, keys);
+    const int seen =
+        position <= query && (j->window <= 0 || position > query - j->window);
+    if (!seen) {
+      for (int h = 0; h < kTokenHeads; ++h)
+        scores[(size_t)h * stride + m] = -3.0e38f;
+      continue;
+    }
+    __m512 a[kTokenHeads];
+    for (int h = 0; h < kTokenHeads; ++h)
+      a[h] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d += 16) {
+      const __m512 kd = _mm512_loadu_ps(key + d);
+      for (int h = 0; h < kTokenHeads; ++h)
+        a[h] =
+            _mm512_fmadd_ps(_mm512_load_ps(qs + (size_t)h * hd + d), kd, a[h]);
+    }
+    float s[4];
+    _mm_storeu_ps(s, spark_hsum4_ps(a[0], a[1], a[2], a[3]));
+    for (int h = 0; h < kTokenHeads; ++h) {
+      scores[(size_t)h * stride + m] = s[h];
+      if (s[h] > largest[h])
+        largest[h] = s[h];
+    }
+  }
+  float total[kTokenHeads];
+  const __m512 hidden = _mm512_set1_ps(-1.0e38f);
+  for (int h = 0; h < kTokenHeads; ++h) {
+    float *row = scores + (size_t)h * stride;
+    for (int m = keys; m < keys + 16; ++m) /* padding: weight 0 */
+      row[m] = -3.0e38f;
+    const __m512 top = _mm512_set1_ps(largest[h]);
+    __m512 sum = _mm512_setzero_ps();
+    for (int m = 0; m < keys; m += 16) {
+      const __m512 score = _mm512_loadu_ps(row + m);
+      const __m512 w =
+          _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(score, hidden, _CMP_GT_OQ),
+                              exp16_nonpositive(_mm512_sub_ps(score, top)));
+      _mm512_storeu_ps(row + m, w);
+      sum = _mm512_add_ps(sum, w);
+    }
+    total[h] = _mm512_reduce_add_ps(sum);
+  }
+  for (int m0 = 0; m0 < keys; m0 += kKeyBlock) {
+    const int count = keys - m0 < kKeyBlock ? keys - m0 : kKeyBlock;
+    const float *value[kKeyBlock];
+    for (int b = 0; b < count; ++b) {
+      int32_t unused;
+      value[b] = key_row(j, 0, g, m0 + b, &unused);
+      prefetch_row(j, 0, g, m0 + b, keys);
+    }
+    for (int d0 = 0; d0 < hd; d0 += 64) {
+      __m512 a[kTokenHeads][4];
+      for (int h = 0; h < kTokenHeads; ++h)
+        for (int e = 0; e < 4; ++e)
+          a[h][e] = _mm512_load_ps(acc + (size_t)h * hd + d0 + 16 * e);
+      for (int b = 0; b < count; ++b) {
+        __m512 v[4];
+        for (int e = 0; e < 4; ++e)
+          v[e] = _mm512_loadu_ps(value[b] + d0 + 16 * e);
+        for (int h = 0; h < kTokenHeads; ++h) {
+          const __m512 w = _mm512_set1_ps(scores[(size_t)h * stride + m0 + b]);
+          for (int e = 0; e < 4; ++e)
+            a[h][e] = _mm512_fmadd_ps(w, v[e], a[h][e]);
+        }
+      }
+      for (int h = 0; h < kTokenHeads; ++h)
+        for (int e = 0; e < 4; ++e)
+          _mm512_store_ps(acc + (size_t)h * hd + d0 + 16 * e, a[h][e]);
+    }
+  }
+  for (int h = 0; h < group; ++h) {
+    const int head = g * group + h;
+    float factor = 1.0f / total[h];
+    if (j->gate)
+      factor /=
+          1.0f +
+          expf(-((const float *)
+                     j->gate->host)[(size_t)t * j->gate->dim[1].stride + head]);
+    float *o = (float *)at3(j->out, head, t);
+    for (int d = 0; d < hd; ++d)
+      o[d] = acc[(size_t)h * hd + d] * factor;
+  }
+  free(buffer);
+  return 0;
+}
+
 int spark_avx512_attention(halide_buffer_t *q, halide_buffer_t *k,
                            halide_buffer_t *v, halide_buffer_t *k_cache,
                            halide_buffer_t *v_cache, halide_buffer_t *gate,
@@ -223,10 +348,13 @@ int spark_avx512_attention(halide_buffer_t *q, halide_buffer_t *k,
   if (spark_attention_job(&job, q, k, v, k_cache, v_cache, gate, pos0, cached,
                           out, scale, window, ring) != 0)
     return -1;
-  if (job.n < kTiledTokens || job.hd % kDepthChunk != 0 ||
-      kQueries % job.group != 0)
+  if (job.hd % kDepthChunk != 0 || kQueries % job.group != 0)
     return halide_do_par_for(NULL, attention_task, 0, job.kv_heads * job.n,
                              (uint8_t *)&job);
+  if (job.n < kTiledTokens)
+    return halide_do_par_for(
+        NULL, job.group <= kTokenHeads ? token_task : attention_task, 0,
+        job.kv_heads * job.n, (uint8_t *)&job);
   const int tokens = kQueries / job.group;
   return halide_do_par_for(NULL, tile_task, 0,
                            job.kv_heads * ((job.n + tokens - 1) / tokens),
