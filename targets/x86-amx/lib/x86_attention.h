@@ -84,18 +84,23 @@ static inline const float *key_row(const attention_job *j, int cache_key, int g,
   return at3(cache_key ? j->k : j->v, g, row);
 }
 
-/* Requests key or value row m + kAhead: the rows of one head are a strided
- * stream (the cache interleaves the heads) that a task reads row by row. */
-enum { kAhead = 8 };
+/* Requests key or value row m + SPARK_ATTENTION_AHEAD into the cache level
+ * SPARK_ATTENTION_HINT names (the including file may set both; by default
+ * 8 rows into L1): the rows of one head are a strided stream (the cache
+ * interleaves the heads) that a task reads row by row. */
+#ifndef SPARK_ATTENTION_AHEAD
+#define SPARK_ATTENTION_AHEAD 8
+#define SPARK_ATTENTION_HINT _MM_HINT_T0
+#endif
 static inline void prefetch_row(const attention_job *j, int cache_key, int g,
                                 int m, int keys) {
-  if (m + kAhead >= keys)
+  if (m + SPARK_ATTENTION_AHEAD >= keys)
     return;
   int32_t position;
-  const char *row =
-      (const char *)key_row(j, cache_key, g, m + kAhead, &position);
+  const char *row = (const char *)key_row(j, cache_key, g,
+                                          m + SPARK_ATTENTION_AHEAD, &position);
   for (int b = 0; b < j->hd * 4; b += 64)
-    _mm_prefetch(row + b, _MM_HINT_T0);
+    _mm_prefetch(row + b, SPARK_ATTENTION_HINT);
 }
 
 static int attention_task(void *user_context, int task, uint8_t *closure) {
