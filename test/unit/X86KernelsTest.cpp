@@ -452,6 +452,44 @@ TEST_P(WideKernels, W8A16AndBF16) {
     }
 }
 
+// w8a16 on the avx512bf16 set with K not a multiple of 128: the int16 inputs
+// need whole groups, so the codes are widened to bf16 for vdpbf16ps instead.
+TEST(Avx512BF16Shapes, W8A16WithKNotAMultipleOf128) {
+  if (!cpuHasAvx512BF16()) {
+    std::printf("[SKIP] this CPU has no AVX512_BF16\n");
+    GTEST_SKIP();
+  }
+  constexpr int K2 = 352, N2 = 22, T2 = 5;
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int> code(-127, 127);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(size_t(T2) * K2), scales(N2), out(size_t(T2) * N2);
+  std::vector<int8_t> w(size_t(N2) * K2);
+  for (float &v : x)
+    v = normal(rng);
+  for (int8_t &v : w)
+    v = int8_t(code(rng));
+  for (int n = 0; n < N2; ++n)
+    scales[n] = 0.003f * float(n + 1);
+  Buffer xb(x.data(), halide_type_float, 32, K2, T2, K2);
+  Buffer wb(w.data(), halide_type_int, 8, K2, N2, K2);
+  Buffer sb(scales.data(), halide_type_float, 32, N2);
+  Buffer ob(out.data(), halide_type_float, 32, N2, T2, N2);
+  ASSERT_EQ(spark_bf16_linear_w8a16(&xb.b, &wb.b, &sb.b, &ob.b), 0);
+  for (int t = 0; t < T2; ++t)
+    for (int n = 0; n < N2; ++n) {
+      double sum = 0, mag = 0;
+      for (int k = 0; k < K2; ++k) {
+        double p = w[size_t(n) * K2 + k] * double(scales[n]) *
+                   bf16ToFloat(floatToBF16(x[size_t(t) * K2 + k]));
+        sum += p;
+        mag += std::fabs(p);
+      }
+      EXPECT_NEAR(out[size_t(t) * N2 + n], sum, 1e-5 * mag + 1e-6)
+          << "token " << t << " row " << n;
+    }
+}
+
 // A shape the kernels cannot take is refused, not computed wrongly.
 TEST(Avx2KernelsShapes, RefusesRowsNotAMultipleOfTheGroup) {
   SKIP_WITHOUT_AVX2();

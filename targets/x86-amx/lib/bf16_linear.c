@@ -3,13 +3,15 @@
  *
  * Same interface as the Halide linear kernels (x f32 [K, T], w bf16 [K, N],
  * out f32 [N, T]); used by the avx512bf16 variant. The activations are
- * rounded to bf16 pairs once per call (vcvtne2ps2bf16) and every vdpbf16ps
- * consumes 32 weights: bf16 ones straight from the pack, int8 codes widened
- * to bf16 (exact). Each task takes a block of rows; 4 rows x 4 tokens make
- * 16 accumulators (bf16 and w8a16 prefill). bf16 decode and w8a16 decode
- * (int16 inputs on vpdpwssd, as avx2_linear.c takes them) read one row at a
- * time as one stream, each line requested into L2 kSparkPrefetchAvx512
- * ahead. (w4a16 with bf16 inputs is int8_linear.c's.) Needs K % 32 == 0.
+ * rounded to bf16 once per call (vcvtne2ps2bf16); a vdpbf16ps consumes 32
+ * weights: bf16 ones straight from the pack, int8 codes widened to bf16
+ * (exact). Each task takes a block of rows. bf16 decode and w8a16
+ * decode (int16 inputs on vpdpwssd, as avx2_linear.c takes them) read one
+ * row at a time as one stream, each line requested into L2
+ * kSparkPrefetchAvx512 ahead; prefill runs register tiles: bf16 4 rows x 6
+ * tokens on f32 FMAs, w8a16 4 x 3 on vpdpwssd (K % 128 != 0: 4 x 4 on
+ * vdpbf16ps). (w4a16 with bf16 inputs is int8_linear.c's.) Needs
+ * K % 32 == 0.
  * Compiled with -mavx512f -mavx512bw -mavx512bf16 -mavx512vnni -mf16c;
  * entered only when CPUID reports AVX512_BF16 (the avx512bf16 variant also
  * requires AVX512_VNNI).
@@ -332,24 +334,11 @@ static void bf16_token(const bf16_job *job, int n0, int n1) {
   }
 }
 
-/* The rows of `task`; `int8` (constant after inlining): the weights are
- * codes. */
-static inline __attribute__((always_inline)) int
-rows_task(int task, const bf16_job *job, const int int8) {
+/* w8a16 with K % kInputGroup != 0 (the int16 inputs need whole groups):
+ * rows n0..n1-1 times every token, the codes (exact in bf16) widened to bf16
+ * once per 32-code step of 4 rows and fed to up to 4 tokens' vdpbf16ps. */
+static void w8_widened_rows(const bf16_job *job, int n0, int n1) {
   const int K = job->K;
-  int n0 = task * job->rows_per_task;
-  int n1 = n0 + job->rows_per_task < job->N ? n0 + job->rows_per_task : job->N;
-  if (int8 && job->x16) {
-    w8_rows(job, n0, n1);
-    return 0;
-  }
-  if (!int8) {
-    if (job->T == 1)
-      bf16_token(job, n0, n1);
-    else
-      bf16_rows(job, n0, n1);
-    return 0;
-  }
   for (int n = n0; n < n1; n += 4) {
     const int rows = n1 - n < 4 ? n1 - n : 4;
     for (int t0 = 0; t0 < job->T; t0 += 4) {
@@ -361,9 +350,7 @@ rows_task(int task, const bf16_job *job, const int int8) {
       for (int k = 0; k < K; k += 32) {
         __m512bh wv[4], xv[4];
         for (int r = 0; r < rows; ++r)
-          wv[r] = int8 ? codes_to_bf16(job->codes + (size_t)(n + r) * K + k)
-                       : (__m512bh)_mm512_loadu_si512(job->w +
-                                                      (size_t)(n + r) * K + k);
+          wv[r] = codes_to_bf16(job->codes + (size_t)(n + r) * K + k);
         for (int t = 0; t < tokens; ++t)
           xv[t] =
               (__m512bh)_mm512_loadu_si512(job->x + (size_t)(t0 + t) * K + k);
@@ -374,20 +361,39 @@ rows_task(int task, const bf16_job *job, const int int8) {
       for (int r = 0; r < rows; ++r)
         for (int t = 0; t < tokens; ++t)
           job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
-              sum16(acc[r][t]) * (int8 ? job->scales[n + r] : 1.0f);
+              sum16(acc[r][t]) * job->scales[n + r];
     }
   }
-  return 0;
+}
+
+/* The first and one-past-last row of `task`. */
+static inline void task_rows(const bf16_job *job, int task, int *n0, int *n1) {
+  *n0 = task * job->rows_per_task;
+  *n1 = *n0 + job->rows_per_task < job->N ? *n0 + job->rows_per_task : job->N;
 }
 
 static int bf16_rows_task(void *user_context, int task, uint8_t *closure) {
   (void)user_context;
-  return rows_task(task, (const bf16_job *)closure, 0);
+  const bf16_job *job = (const bf16_job *)closure;
+  int n0, n1;
+  task_rows(job, task, &n0, &n1);
+  if (job->T == 1)
+    bf16_token(job, n0, n1);
+  else
+    bf16_rows(job, n0, n1);
+  return 0;
 }
 
 static int w8_rows_task(void *user_context, int task, uint8_t *closure) {
   (void)user_context;
-  return rows_task(task, (const bf16_job *)closure, 1);
+  const bf16_job *job = (const bf16_job *)closure;
+  int n0, n1;
+  task_rows(job, task, &n0, &n1);
+  if (job->x16)
+    w8_rows(job, n0, n1);
+  else
+    w8_widened_rows(job, n0, n1);
+  return 0;
 }
 
 /* Rounds the inputs (w8a16 with K % kInputGroup == 0: as int16), runs
