@@ -1,25 +1,29 @@
 /* int8_linear.c - AVX-512 VNNI kernels for int8-activation builds (w8a8,
- * w4a8).
+ * w4a8) and for w4a16 with bf16 or f16 activations taken as int16.
  *
- * Same interface as the Halide linear kernels with int8 inputs:
+ * Same interface as the Halide linear kernels:
  *   w8a8: (x f32 [K, T], w s8 [K, N], scales f32 [N], out f32 [N, T])
  *   w4a8: (x f32 [K, T], w u8 [K/2, N] two 4-bit codes a byte, low nibble
  *          first, scales f16 [K/128, N], out f32 [N, T])
+ *   w4a16: as w4a8, plus zeros f16 [K/128, N]
  * Each call quantizes every input row to symmetric int8 codes with its own
- * scale, max |x| / 127 (round to nearest even, as the Halide kernels do), then
- * every vpdpbusd multiplies 64 byte pairs and sums them into int32 lanes.
+ * scale, max |x| / 127 (round to nearest even, as the Halide kernels do), or
+ * (w4a16) to int16 multiples of a power of two per group, then every
+ * vpdpbusd multiplies 64 byte pairs and sums them into int32 lanes.
  * vpdpbusd takes one unsigned operand:
  *   w8a8: the codes are stored + 128 (u8); 128 * sum(w) is taken off again
- *         with a second vpdpbusd of the same weight vector by 0x80 bytes.
+ *         (decode: a second vpdpbusd of the same weight vector by 0x80
+ *         bytes; prefill: each row's sum once per task).
  *   w4a8: the weight codes 0..15 are the unsigned side; the -8 of
  *         (code - 8) * scale comes off as 8 * the group's sum of input codes.
  * Each task takes a block of rows. One token (decode) reads them one row at
  * a time, as one stream, each line requested into L2 kSparkPrefetchAvx512
- * ahead; more tokens accumulate 4 rows x up to 4 tokens at a time, so every
- * weight vector loaded feeds up to 4 tokens (the two orders add the same
- * products, the f32 group terms in another order). Needs K % 64 == 0 (w8a8) or
- * K % 128 == 0 (w4a8), and N % 4 == 0. Compiled with -mavx512f -mavx512bw
- * -mavx512vnni -mf16c; entered only when CPUID reports AVX512_VNNI. */
+ * ahead; more tokens (prefill) run register tiles of 4 rows x 6 (w8a8), 4
+ * (w4a8) or 3 (w4a16) tokens, so every weight vector loaded feeds the
+ * tile's tokens (the two orders add the same products, the f32 group terms
+ * in another order). Needs K % 64 == 0 (w8a8) or K % 128 == 0 (4-bit), and
+ * N % 4 == 0 (w8a8, w4a8). Compiled with -mavx512f -mavx512bw -mavx512vnni
+ * -mf16c; entered only when CPUID reports AVX512_VNNI. */
 #include "HalideRuntime.h"
 
 #include "avx512_sums.h"
