@@ -42,24 +42,32 @@ int spark_test_avx512_inputs_mismatches(unsigned seed, int trials) {
     xb.host = (uint8_t *)x;
     xb.dimensions = 2;
     xb.dim = dims;
-    /* int16 inputs (w4a16); f16 only where the values stay finite in f16 */
+    /* int16 inputs (w4a16: byte planes; w8a16: values in input order); f16
+     * only where the values stay finite in f16 */
     const int roundings = magnitude * 100.0f > 60000.0f ? 1 : 2;
-    for (int r = 0; r < roundings; ++r) {
-      const int rounding = r == 0 ? kSparkBF16Inputs : kSparkF16Inputs;
-      spark_int16_inputs scalar, vector;
-      if (spark_prepare_int16(&xb, rounding, SPARK_AVX512_GROUP, 1, &scalar) ||
-          spark_prepare_int16_avx512(&xb, rounding, &vector)) {
-        ++mismatches;
-        continue;
+    for (int r = 0; r < roundings; ++r)
+      for (int four_bit = 0; four_bit <= 1; ++four_bit) {
+        const int rounding = r == 0 ? kSparkBF16Inputs : kSparkF16Inputs;
+        spark_int16_inputs scalar, vector;
+        if (spark_prepare_int16(&xb, rounding, SPARK_AVX512_GROUP, four_bit,
+                                &scalar) ||
+            spark_prepare_int16_avx512(&xb, rounding, four_bit, &vector)) {
+          ++mismatches;
+          continue;
+        }
+        const size_t cells = (size_t)T * groups;
+        mismatches +=
+            memcmp(scalar.scales, vector.scales, cells * sizeof(float)) != 0 ||
+            (four_bit
+                 ? memcmp(scalar.sums, vector.sums, cells * sizeof(float)) !=
+                           0 ||
+                       memcmp(scalar.bytes, vector.bytes,
+                              cells * 2 * SPARK_AVX512_GROUP) != 0
+                 : memcmp(scalar.values, vector.values,
+                          cells * SPARK_AVX512_GROUP * sizeof(int16_t)) != 0);
+        spark_free_int16(&scalar);
+        spark_free_int16(&vector);
       }
-      const size_t cells = (size_t)T * groups;
-      mismatches +=
-          memcmp(scalar.scales, vector.scales, cells * sizeof(float)) != 0 ||
-          memcmp(scalar.sums, vector.sums, cells * sizeof(float)) != 0 ||
-          memcmp(scalar.bytes, vector.bytes, cells * 2 * SPARK_AVX512_GROUP);
-      spark_free_int16(&scalar);
-      spark_free_int16(&vector);
-    }
     /* int8 inputs: w8a8 and w4a8, per-token and static scales */
     for (int four_bit = 0; four_bit <= 1; ++four_bit)
       for (int fixed = 0; fixed <= 1; ++fixed) {

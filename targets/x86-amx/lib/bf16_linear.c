@@ -20,6 +20,7 @@
 #include "avx512_sums.h"
 #include "microkernel_support.h"
 #include "x86_inputs.h"
+#include "x86_inputs_avx512.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -40,6 +41,8 @@ typedef struct bf16_job {
 
 /* w8a16 decode's scaling group of int16 inputs (as avx2_linear.c's). */
 enum { kInputGroup = 128 };
+_Static_assert(kInputGroup == SPARK_AVX512_GROUP,
+               "w8a16's int16 inputs are prepared in groups of 128");
 
 /* 32 int8 codes as bf16 pairs (exact). */
 static inline __m512bh codes_to_bf16(const int8_t *codes) {
@@ -404,7 +407,7 @@ static int run_bf16(const halide_buffer_t *x, bf16_job *job) {
   float *xf = NULL;
   spark_int16_inputs in = {NULL, NULL, NULL, NULL};
   if (job->codes && job->K % kInputGroup == 0) {
-    if (spark_prepare_int16(x, kSparkBF16Inputs, kInputGroup, 0, &in) != 0)
+    if (spark_prepare_int16_avx512(x, kSparkBF16Inputs, 0, &in) != 0)
       return -1;
   } else if (!job->codes && job->T > 1) {
     if (!(xf = to_bf16_pairs(x)))

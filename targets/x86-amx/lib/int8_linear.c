@@ -568,7 +568,7 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
       !spark_groups_fit(x, zeros, kGroup))
     return -1;
   spark_int16_inputs in;
-  if (spark_prepare_int16_avx512(x, rounding, &in) != 0)
+  if (spark_prepare_int16_avx512(x, rounding, 1, &in) != 0)
     return -1;
   int8_job job = {.w4 = (const uint8_t *)w->host,
                   .group_scales = (const uint16_t *)scales->host,

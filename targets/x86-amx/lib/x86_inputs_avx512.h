@@ -84,10 +84,12 @@ static inline float spark_quantize_row_avx512(const float *x, int K,
 }
 
 /* The T rows of x rounded to bf16 or f16 (`rounding`) as int16 per group of
- * 128 (spark_prepare_int16 for 4-bit weights: scales, sums and byte
- * planes; `values` is not filled, the 4-bit kernels do not read it). */
+ * 128, as spark_prepare_int16 with G = 128 makes them: for 4-bit weights
+ * (`four_bit`) scales, sums and byte planes (`values` is not filled, the
+ * 4-bit kernels do not read it); for 8-bit ones scales and `values` in the
+ * inputs' order. */
 static inline int spark_prepare_int16_avx512(const halide_buffer_t *x,
-                                             int rounding,
+                                             int rounding, int four_bit,
                                              spark_int16_inputs *in) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
   const int groups = K / SPARK_AVX512_GROUP;
@@ -96,9 +98,13 @@ static inline int spark_prepare_int16_avx512(const halide_buffer_t *x,
   in->scales = in->sums = NULL;
   in->bytes = NULL;
   if (posix_memalign((void **)&in->scales, 64, sizeof(float) * cells) != 0 ||
-      posix_memalign((void **)&in->sums, 64, sizeof(float) * cells) != 0 ||
-      posix_memalign((void **)&in->bytes, 64, cells * 2 * SPARK_AVX512_GROUP) !=
-          0) {
+      (four_bit &&
+       (posix_memalign((void **)&in->sums, 64, sizeof(float) * cells) != 0 ||
+        posix_memalign((void **)&in->bytes, 64,
+                       cells * 2 * SPARK_AVX512_GROUP) != 0)) ||
+      (!four_bit &&
+       posix_memalign((void **)&in->values, 64,
+                      cells * SPARK_AVX512_GROUP * sizeof(int16_t)) != 0)) {
     spark_free_int16(in);
     return -1;
   }
@@ -135,6 +141,15 @@ static inline int spark_prepare_int16_avx512(const halide_buffer_t *x,
       const int e = spark_int16_exponent(_mm512_reduce_max_ps(largest));
       const __m512 inverse = _mm512_set1_ps(ldexpf(1.0f, -e));
       const size_t c = (size_t)t * groups + g;
+      in->scales[c] = ldexpf(1.0f, e);
+      if (!four_bit) {
+        int16_t *values = in->values + c * SPARK_AVX512_GROUP;
+        for (int i = 0; i < 8; ++i)
+          _mm256_storeu_si256((__m256i *)(values + 16 * i),
+                              _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(
+                                  _mm512_mul_ps(v[i], inverse))));
+        continue;
+      }
       uint8_t *bytes = in->bytes + c * 2 * SPARK_AVX512_GROUP;
       __m512i total = _mm512_setzero_si512();
       for (int i = 0; i < 8; i += 2) {
@@ -151,7 +166,6 @@ static inline int spark_prepare_int16_avx512(const halide_buffer_t *x,
         _mm_storeu_si128((__m128i *)(bytes + 192 + 8 * i),
                          _mm512_cvtepi32_epi8(_mm512_srai_epi32(od, 8)));
       }
-      in->scales[c] = ldexpf(1.0f, e);
       in->sums[c] = (float)_mm512_reduce_add_epi32(total) * in->scales[c];
     }
   return 0;
