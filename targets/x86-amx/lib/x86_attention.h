@@ -84,6 +84,19 @@ static inline const float *key_row(const attention_job *j, int cache_key, int g,
   return at3(cache_key ? j->k : j->v, g, row);
 }
 
+/* What query head `head` of token t multiplies its weighted value sum by:
+ * 1 / the sum of its weights, divided by 1 + exp(-gate) when gated. */
+static inline float spark_attention_factor(const attention_job *j, int head,
+                                           int t, float total) {
+  float factor = 1.0f / total;
+  if (j->gate)
+    factor /=
+        1.0f +
+        expf(-((const float *)
+                   j->gate->host)[(size_t)t * j->gate->dim[1].stride + head]);
+  return factor;
+}
+
 /* Requests key or value row m + SPARK_ATTENTION_AHEAD into the cache level
  * SPARK_ATTENTION_HINT names (the including file may set both; by default
  * 8 rows into L1): the rows of one head are a strided stream (the cache
@@ -192,12 +205,7 @@ static int attention_task(void *user_context, int task, uint8_t *closure) {
   }
   for (int h = 0; h < group; ++h) {
     const int head = g * group + h;
-    float factor = 1.0f / denominator[h];
-    if (j->gate)
-      factor /=
-          1.0f +
-          expf(-((const float *)
-                     j->gate->host)[(size_t)t * j->gate->dim[1].stride + head]);
+    const float factor = spark_attention_factor(j, head, t, denominator[h]);
     float *o = (float *)at3(j->out, head, t);
     for (int d = 0; d < hd; ++d)
       o[d] = acc[h * hd + d] * factor;
