@@ -260,8 +260,8 @@ std::vector<ProfileLine> profileLines(spark_model *model,
   if (sampling >= 0)
     lines.push_back({"runtime", "sampling (greedy)", 1,
                      double(sampling) / 1e6 / double(tokens)});
-  double outside = double(total) - double(inCalls) -
-                   double(sampling > 0 ? sampling : 0);
+  double outside =
+      double(total) - double(inCalls) - double(sampling > 0 ? sampling : 0);
   lines.push_back({"runtime", "between calls", 0,
                    std::max(0.0, outside) / 1e6 / double(tokens)});
   return lines;
@@ -321,9 +321,16 @@ std::vector<ProfileLine> profilePrefill(spark_model *model,
   spark_session_reset(session);
   spark_model_set_profile(model, ns.data(), clockNs);
   uint64_t start = clockNs();
-  spark_session_eval(session, tokens.data(), int32_t(prompt), 0, nullptr);
+  spark_status status =
+      spark_session_eval(session, tokens.data(), int32_t(prompt), 0, nullptr);
   uint64_t total = clockNs() - start;
   spark_model_set_profile(model, nullptr, nullptr);
+  if (status != SPARK_OK) { // the table's own prefill succeeded; say so if not
+    std::fprintf(stderr, "spark-bench: profiled prefill: %s\n",
+                 spark_status_string(status));
+    msPerToken = 0;
+    return {};
+  }
   msPerToken = double(total) / 1e6 / double(prompt);
   return profileLines(model, def, ns, total, -1, prompt);
 }
@@ -596,15 +603,13 @@ int main(int argc, char **argv) {
                   "per token; calls per chunk of the build's max_chunk):\n\n"
                   "| part | kind | calls | ms per token | share |\n"
                   "| --- | --- | ---: | ---: | ---: |\n",
-                  p.depth, p.threads, p.threads == 1 ? "" : "s",
-                  p.msPerToken);
+                  p.depth, p.threads, p.threads == 1 ? "" : "s", p.msPerToken);
     else
       std::printf("\nprofile of one decode step, %d thread%s (%.2f ms per "
                   "token after %d positions, greedy sampling included):\n\n"
                   "| part | kind | calls | ms per token | share |\n"
                   "| --- | --- | ---: | ---: | ---: |\n",
-                  p.threads, p.threads == 1 ? "" : "s", p.msPerToken,
-                  p.depth);
+                  p.threads, p.threads == 1 ? "" : "s", p.msPerToken, p.depth);
     for (const ProfileLine &line : p.lines)
       std::printf("| %s | %s | %d | %.3f | %.1f%% |\n", line.part.c_str(),
                   line.kind.c_str(), line.calls, line.ms,
@@ -652,13 +657,12 @@ int main(int argc, char **argv) {
     std::fprintf(f, "  ],\n  \"profiles\": [\n");
     for (size_t i = 0; i < profiles.size(); ++i) {
       const Profile &p = profiles[i];
-      std::fprintf(
-          f,
-          "    {\"phase\": \"%s\", \"threads\": %d, \"%s\": %d, "
-          "\"ms_per_token\": %.4f, \"lines\": [\n",
-          p.phase, p.threads,
-          std::strcmp(p.phase, "prefill") == 0 ? "tokens" : "depth", p.depth,
-          p.msPerToken);
+      std::fprintf(f,
+                   "    {\"phase\": \"%s\", \"threads\": %d, \"%s\": %d, "
+                   "\"ms_per_token\": %.4f, \"lines\": [\n",
+                   p.phase, p.threads,
+                   std::strcmp(p.phase, "prefill") == 0 ? "tokens" : "depth",
+                   p.depth, p.msPerToken);
       for (size_t j = 0; j < p.lines.size(); ++j)
         std::fprintf(
             f,

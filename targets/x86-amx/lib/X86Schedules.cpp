@@ -112,6 +112,15 @@ std::string avx512AttentionWrapper(const KernelSpec &spec,
   return attentionWrapper(spec, name, "spark_avx512_attention");
 }
 
+/// The C declaration of an x86 attention microkernel named `symbol` (a
+/// string literal): the attention kernel's interface plus the layer's scale,
+/// window and cache layout (x86_attention.h).
+#define SPARK_ATTENTION_DECLARATION(symbol)                                    \
+  "extern int " symbol "(halide_buffer_t *, halide_buffer_t *,\n"              \
+  "    halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,\n"             \
+  "    halide_buffer_t *, int32_t, int32_t, halide_buffer_t *, float,\n"       \
+  "    int32_t, int32_t);"
+
 /// Whether an x86 attention microkernel takes `spec` (f32 caches, head_dim
 /// a multiple of 8, up to 16 query heads per key / value head).
 bool attentionFits(const KernelSpec &spec) {
@@ -144,10 +153,7 @@ const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
       "spark_avx2_attention",
       "avx2_attention.c",
       {"-mavx2", "-mfma"},
-      "extern int spark_avx2_attention(halide_buffer_t *, halide_buffer_t *,\n"
-      "    halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,\n"
-      "    halide_buffer_t *, int32_t, int32_t, halide_buffer_t *, float,\n"
-      "    int32_t, int32_t);",
+      SPARK_ATTENTION_DECLARATION("spark_avx2_attention"),
       avx2AttentionWrapper};
   if (spec.kind == KernelKind::Attention)
     return attentionFits(spec) ? &attention : nullptr;
@@ -208,10 +214,7 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
       "spark_avx512_attention",
       "avx512_attention.c",
       {"-mavx512f", "-mavx2", "-mfma", "-mf16c"},
-      "extern int spark_avx512_attention(halide_buffer_t *, halide_buffer_t "
-      "*,\n    halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,\n"
-      "    halide_buffer_t *, int32_t, int32_t, halide_buffer_t *, float,\n"
-      "    int32_t, int32_t);",
+      SPARK_ATTENTION_DECLARATION("spark_avx512_attention"),
       avx512AttentionWrapper};
   if (spec.kind == KernelKind::Attention)
     return attentionFits(spec) ? &attention : nullptr;

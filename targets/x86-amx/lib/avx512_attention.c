@@ -209,10 +209,7 @@ static int tile_task(void *user_context, int task, uint8_t *closure) {
     _mm512_storeu_ps(total + 16 * v, sum[v]);
   for (int i = 0; i < kQueries && t0 + i / group < j->n; ++i) {
     const int head = g * group + i % group, t = t0 + i / group;
-    const float factor = spark_attention_factor(j, head, t, total[i]);
-    float *o = (float *)at3(j->out, head, t);
-    for (int d = 0; d < hd; ++d)
-      o[d] = ot[(size_t)d * kQueries + i] * factor;
+    spark_attention_store(j, head, t, ot + i, kQueries, total[i]);
   }
   free(buffer);
   return 0;
@@ -327,10 +324,7 @@ static int token_task(void *user_context, int task, uint8_t *closure) {
   }
   for (int h = 0; h < group; ++h) {
     const int head = g * group + h;
-    const float factor = spark_attention_factor(j, head, t, total[h]);
-    float *o = (float *)at3(j->out, head, t);
-    for (int d = 0; d < hd; ++d)
-      o[d] = acc[(size_t)h * hd + d] * factor;
+    spark_attention_store(j, head, t, acc + (size_t)h * hd, 1, total[h]);
   }
   free(buffer);
   return 0;

@@ -84,17 +84,21 @@ static inline const float *key_row(const attention_job *j, int cache_key, int g,
   return at3(cache_key ? j->k : j->v, g, row);
 }
 
-/* What query head `head` of token t multiplies its weighted value sum by:
- * 1 / the sum of its weights, divided by 1 + exp(-gate) when gated. */
-static inline float spark_attention_factor(const attention_job *j, int head,
-                                           int t, float total) {
+/* Query head `head` of token t's output: its weighted value sum (sum[d *
+ * step] for d < hd) times 1 / the sum of its weights `total`, divided by
+ * 1 + exp(-gate) when gated. */
+static inline void spark_attention_store(const attention_job *j, int head,
+                                         int t, const float *sum, size_t step,
+                                         float total) {
   float factor = 1.0f / total;
   if (j->gate)
     factor /=
         1.0f +
         expf(-((const float *)
                    j->gate->host)[(size_t)t * j->gate->dim[1].stride + head]);
-  return factor;
+  float *o = (float *)at3(j->out, head, t);
+  for (int d = 0; d < j->hd; ++d)
+    o[d] = sum[(size_t)d * step] * factor;
 }
 
 /* Requests key or value row m + SPARK_ATTENTION_AHEAD into the cache level
@@ -205,10 +209,7 @@ static int attention_task(void *user_context, int task, uint8_t *closure) {
   }
   for (int h = 0; h < group; ++h) {
     const int head = g * group + h;
-    const float factor = spark_attention_factor(j, head, t, denominator[h]);
-    float *o = (float *)at3(j->out, head, t);
-    for (int d = 0; d < hd; ++d)
-      o[d] = acc[h * hd + d] * factor;
+    spark_attention_store(j, head, t, acc + h * hd, 1, denominator[h]);
   }
   free(scores);
   free(acc);
