@@ -216,6 +216,10 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
       {"-mavx512f", "-mavx2", "-mfma", "-mf16c"},
       SPARK_ATTENTION_DECLARATION("spark_avx512_attention"),
       avx512AttentionWrapper};
+  // The avx2 variant runs on CPUs without AVX-512: none of the kernels
+  // below may serve it.
+  if (variant.avx2Linear)
+    return avx2MicrokernelFor(spec);
   if (spec.kind == KernelKind::Attention)
     return attentionFits(spec) ? &attention : nullptr;
   const bool tiles = variant.matrixTiles && variant.matrixKernel == "tiles";
@@ -260,8 +264,6 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
       spec.group == 128 && !spec.symmetricGroups && spec.out % 4 == 0 &&
       spec.inputType == DType::F32)
     return &avx512W4;
-  if (variant.avx2Linear)
-    return avx2MicrokernelFor(spec);
   // AVX-512 without VNNI (Skylake-SP/X): products with int8 inputs on the
   // AVX2 kernels. Halide's AVX-512 lowering of them gives wrong logits
   // (AMD EPYC Zen 5, 2026-12-01: the w8a8 mini's tokens differ from the
