@@ -4,7 +4,8 @@
 (runner + runtime + model) for the target. arm64 runs under
 qemu-aarch64-static (-cpu max: every extension, so the dot-product variant;
 -cpu cortex-a53: no dot product, so the NEON floor), hexagon under
-qemu-hexagon-static (v66 + HVX 128 B). Both are checked against the float64
+qemu-hexagon-static (v66 + HVX 128 B), and host builds under qemu-x86_64-static
+(-cpu max: AVX2 without AVX-512, so the avx2 variant). All are checked against the float64
 reference with the host's bounds: fp32 builds greedy-identical for 32 tokens
 and max |diff| <= 1e-4 x max |logit|, the other precisions the SNR floors the
 host tests lock. Without the cross tools or qemu a case prints [SKIP] and
@@ -113,6 +114,27 @@ class CrossTargets(test_e2e.EndToEnd):
         self.require("hexagon")
         self.snr_of_build(["--quant=w4a16"], "hexagon-mini-w4a16", 5.0, target="hexagon",
                           prompt_length=80, n_predict=8)
+
+    # A host build on an x86-64 CPU without AVX-512 (qemu's `max` CPU): the
+    # driver picks the avx2 variant from CPUID, and nothing it runs may use
+    # AVX-512 (an AVX-512 kernel in that variant would raise SIGILL).
+    def test_x86_avx2_fp32_parity(self):
+        self.require("x86-avx2")
+        case = Case(self.tmp, "x86-avx2-mixed", target="x86-avx2")
+        dispatch = run(runner(case.out, "x86-avx2") + ["--prompt-ids", "1", "--n-predict",
+                                                       "1", "--print-dispatch"], stderr=True)
+        self.assertIn("x86-avx2", dispatch)
+        prompt = self.long_prompt(case, 10)  # wraps the sliding rings
+        for chunk in (7, 64):
+            self.assertFp32Parity(case, prompt, chunk=chunk)
+
+    def test_x86_avx2_quantized_builds_of_mini(self):
+        # The AVX2 matrix kernels of every scheme: the host's floors.
+        self.require("x86-avx2")
+        for scheme, floor in (("w8a16", 28.0), ("w8a8", 22.0), ("w4a16", 5.0),
+                              ("w4a8", 5.0)):
+            self.snr_of_build(["--quant=" + scheme], "x86-avx2-mini-" + scheme, floor,
+                              target="x86-avx2")
 
 
 if __name__ == "__main__":
