@@ -71,7 +71,9 @@ using namespace spark;
 
 namespace {
 
-constexpr int K = 384, N = 68, XStride = K + 16, OutStride = N + 4;
+// K: 9 groups of 128 (18 of 64), so the one-token rows run both their
+// eight-group blocks and a tail.
+constexpr int K = 1152, N = 68, XStride = K + 16, OutStride = N + 4;
 
 bool cpuHasAvx2() {
   __builtin_cpu_init();

@@ -111,6 +111,7 @@ SPARK_BLOCK w8a8_block(const avx2_job *j, int n, int t0, const int TB) {
         j->token_scales[t0 + t];
 }
 
+/* Four tokens against row n (one token: w4a8_row). */
 SPARK_BLOCK w4a8_block(const avx2_job *j, int n, int t0, const int TB) {
   const int K = j->K, G = j->group, groups = K / G;
   const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0f);
@@ -124,8 +125,6 @@ SPARK_BLOCK w4a8_block(const avx2_job *j, int n, int t0, const int TB) {
   const uint16_t *scales = j->scales + (size_t)n * groups;
   for (int g = 0; g < groups; ++g) {
     const uint8_t *line = row + (size_t)g * (G / 2);
-    if (TB == 1 && (G == 128 || g % 2 == 0))
-      prefetch_line(line);
     __m256i part[4]; /* int16 pair sums of the group */
     for (int t = 0; t < TB; ++t)
       part[t] = _mm256_setzero_si256();
@@ -289,7 +288,8 @@ static inline float group_factors(const avx2_job *j, int n, int t, int g,
 /* w4a16: (code - zero) * scale per group. Each int16 input is split into
  * its high byte (signed) and low byte (unsigned), so that vpmaddubsw
  * multiplies the nibbles with both, 32 bytes of weights at a time: pair
- * sums stay below 2 x 15 x 255, a group's below 2^15. */
+ * sums stay below 2 x 15 x 255, a group's below 2^15. Four tokens here (one
+ * token: w4a16_row). */
 SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
   const int K = j->K, G = j->group, groups = K / G;
   const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1),
@@ -306,8 +306,6 @@ SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
       for (int t = 0; t < TB; ++t)
         offset[t] += group_factors(j, n, t0 + t, g, factor[t]);
     const uint8_t *line = row + (size_t)g * (G / 2);
-    if (TB == 1 && (G == 128 || g % 2 == 0))
-      prefetch_line(line);
     __m256i hi[4], lo[4]; /* int16 pair sums with the high and low bytes */
     for (int t = 0; t < TB; ++t)
       hi[t] = lo[t] = _mm256_setzero_si256();
@@ -381,6 +379,162 @@ SPARK_BLOCK w8a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
         spark_hsum_ps(acc[t]) * j->row_scales[n];
 }
 
+/* ---- decode rows ------------------------------------------------------- */
+
+/* One group of a 4-bit row against int16 inputs split into bytes: the
+ * exact int32 dot product as f32. */
+static inline __attribute__((always_inline)) __m256
+w4a16_group(const uint8_t *row, const uint8_t *x, int g, const int G) {
+  const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1),
+                high = _mm256_set1_epi16(256);
+  const uint8_t *line = row + (size_t)g * (G / 2);
+  if (G == 128 || g % 2 == 0)
+    prefetch_line(line);
+  const uint8_t *xg = x + (size_t)g * (2 * G);
+  __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+  for (int q = 0; q < G / 64; ++q) {
+    const __m256i bytes = _mm256_loadu_si256((const __m256i *)(line + 32 * q));
+    const __m256i even = _mm256_and_si256(bytes, low);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+    const uint8_t *xq = xg + 32 * q;
+    hi = _mm256_add_epi16(
+        hi,
+        _mm256_add_epi16(
+            _mm256_maddubs_epi16(even,
+                                 _mm256_load_si256((const __m256i *)(xq + G))),
+            _mm256_maddubs_epi16(
+                odd, _mm256_load_si256((const __m256i *)(xq + 3 * G / 2)))));
+    lo = _mm256_add_epi16(
+        lo,
+        _mm256_add_epi16(
+            _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)xq), even),
+            _mm256_maddubs_epi16(
+                _mm256_load_si256((const __m256i *)(xq + G / 2)), odd)));
+  }
+  return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(hi, high),
+                                             _mm256_madd_epi16(lo, ones)));
+}
+
+/* One token against one 4-bit row, G constant after inlining. Eight groups
+ * at a time: their factors as one vector (lane i broadcast with vpermps),
+ * the zero-point and code-sum terms as vector FMAs; two accumulators. */
+SPARK_BLOCK w4a16_row(const avx2_job *j, int n, int t, const int G) {
+  const int K = j->K, groups = K / G;
+  const uint8_t *row = j->w + (size_t)n * (K / 2);
+  const uint16_t *scales = j->scales + (size_t)n * groups,
+                 *zeros = j->zeros + (size_t)n * groups;
+  const uint8_t *x = j->input_bytes + (size_t)t * groups * (2 * G);
+  const float *input_scales = j->input_scales + (size_t)t * groups,
+              *sums = j->sums + (size_t)t * groups;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 offset = _mm256_setzero_ps();
+  float tail_offset = 0.0f;
+  for (int g0 = 0; g0 < groups; g0 += 8) {
+    const int count = groups - g0 < 8 ? groups - g0 : 8;
+    __m256 factor;
+    if (count == 8) {
+      const __m256 scale =
+          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + g0)));
+      const __m256 zero =
+          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(zeros + g0)));
+      factor = _mm256_mul_ps(scale, _mm256_loadu_ps(input_scales + g0));
+      offset = _mm256_fmadd_ps(_mm256_mul_ps(scale, zero),
+                               _mm256_loadu_ps(sums + g0), offset);
+    } else {
+      float f[8] = {0};
+      for (int i = 0; i < count; ++i) {
+        const float scale = _cvtsh_ss(scales[g0 + i]);
+        f[i] = scale * input_scales[g0 + i];
+        tail_offset += scale * _cvtsh_ss(zeros[g0 + i]) * sums[g0 + i];
+      }
+      factor = _mm256_loadu_ps(f);
+    }
+    if (count == 8) {
+      for (int i = 0; i < 8; i += 2) {
+        acc0 = _mm256_fmadd_ps(
+            w4a16_group(row, x, g0 + i, G),
+            _mm256_permutevar8x32_ps(factor, _mm256_set1_epi32(i)), acc0);
+        acc1 = _mm256_fmadd_ps(
+            w4a16_group(row, x, g0 + i + 1, G),
+            _mm256_permutevar8x32_ps(factor, _mm256_set1_epi32(i + 1)), acc1);
+      }
+    } else {
+      for (int i = 0; i < count; ++i)
+        acc0 = _mm256_fmadd_ps(
+            w4a16_group(row, x, g0 + i, G),
+            _mm256_permutevar8x32_ps(factor, _mm256_set1_epi32(i)), acc0);
+    }
+  }
+  j->out[(size_t)t * j->out_stride + n] =
+      spark_hsum_ps(_mm256_add_ps(acc0, acc1)) - spark_hsum_ps(offset) -
+      tail_offset;
+}
+
+/* One group of a 4-bit row against int8 codes reordered into nibble order:
+ * the exact int32 dot product as f32. */
+static inline __attribute__((always_inline)) __m256
+w4a8_group(const uint8_t *row, const int8_t *x, int g, const int G) {
+  const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  const uint8_t *line = row + (size_t)g * (G / 2);
+  if (G == 128 || g % 2 == 0)
+    prefetch_line(line);
+  const int8_t *xg = x + (size_t)g * G;
+  __m256i part = _mm256_setzero_si256();
+  for (int q = 0; q < G / 64; ++q) {
+    const __m256i bytes = _mm256_loadu_si256((const __m256i *)(line + 32 * q));
+    const __m256i even = _mm256_and_si256(bytes, low);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+    const int8_t *c = xg + 32 * q;
+    part = _mm256_add_epi16(
+        part,
+        _mm256_add_epi16(
+            _mm256_maddubs_epi16(even, _mm256_load_si256((const __m256i *)c)),
+            _mm256_maddubs_epi16(
+                odd, _mm256_load_si256((const __m256i *)(c + G / 2)))));
+  }
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(part, ones));
+}
+
+/* w4a8: one token against one row, as w4a16_row (the -8 of the codes off
+ * as 8 * scale * each group's code sum). */
+SPARK_BLOCK w4a8_row(const avx2_job *j, int n, int t, const int G) {
+  const int K = j->K, groups = K / G;
+  const int8_t *codes = j->codes + (size_t)t * K;
+  const float *sums = j->sums + (size_t)t * groups;
+  const uint8_t *row = j->w + (size_t)n * (K / 2);
+  const uint16_t *scales = j->scales + (size_t)n * groups;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 offset = _mm256_setzero_ps();
+  float tail_offset = 0.0f;
+  for (int g0 = 0; g0 < groups; g0 += 8) {
+    const int count = groups - g0 < 8 ? groups - g0 : 8;
+    if (count == 8) {
+      const __m256 scale =
+          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + g0)));
+      offset = _mm256_fmadd_ps(scale, _mm256_loadu_ps(sums + g0), offset);
+      for (int i = 0; i < 8; i += 2) {
+        acc0 = _mm256_fmadd_ps(
+            w4a8_group(row, codes, g0 + i, G),
+            _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(i)), acc0);
+        acc1 = _mm256_fmadd_ps(
+            w4a8_group(row, codes, g0 + i + 1, G),
+            _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(i + 1)), acc1);
+      }
+    } else {
+      for (int i = 0; i < count; ++i) {
+        const float scale = _cvtsh_ss(scales[g0 + i]);
+        tail_offset += scale * sums[g0 + i];
+        acc0 = _mm256_fmadd_ps(w4a8_group(row, codes, g0 + i, G),
+                               _mm256_set1_ps(scale), acc0);
+      }
+    }
+  }
+  j->out[(size_t)t * j->out_stride + n] =
+      (spark_hsum_ps(_mm256_add_ps(acc0, acc1)) -
+       8.0f * (spark_hsum_ps(offset) + tail_offset)) *
+      j->token_scales[t];
+}
+
 /* ---- tasks -------------------------------------------------------------- */
 
 enum { kW8A8, kW4A8, kW4A16, kW8A16, kBF16, kW4A16Int16, kW8A16Int16 };
@@ -393,7 +547,10 @@ SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
     w8a8_block(j, n, t0, TB);
     break;
   case kW4A8:
-    w4a8_block(j, n, t0, TB);
+    if (TB == 1)
+      j->group == 128 ? w4a8_row(j, n, t0, 128) : w4a8_row(j, n, t0, 64);
+    else
+      w4a8_block(j, n, t0, TB);
     break;
   case kW4A16:
     w4a16_block(j, n, t0, TB);
@@ -405,7 +562,10 @@ SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
     wide_block(j, 1, n, t0, TB);
     break;
   case kW4A16Int16:
-    w4a16_int16_block(j, n, t0, TB);
+    if (TB == 1)
+      j->group == 128 ? w4a16_row(j, n, t0, 128) : w4a16_row(j, n, t0, 64);
+    else
+      w4a16_int16_block(j, n, t0, TB);
     break;
   case kW8A16Int16:
     w8a16_int16_block(j, n, t0, TB);
