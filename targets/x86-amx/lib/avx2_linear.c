@@ -249,8 +249,9 @@ static inline float group_factors(const avx2_job *j, int n, int t, int g,
  * multiplies the nibbles with both, 32 bytes of weights at a time: pair
  * sums stay below 2 x 15 x 255, a group's below 2^15. Four tokens here (one
  * token: w4a16_row). */
-SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
-  const int K = j->K, G = j->group, groups = K / G;
+SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB,
+                              const int G) {
+  const int K = j->K, groups = K / G;
   const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1),
                 high = _mm256_set1_epi16(256);
   __m256 acc[4];
@@ -304,7 +305,7 @@ SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
 
 /* w8a16: int8 codes, one scale per row. */
 SPARK_BLOCK w8a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
-  const int K = j->K, G = j->group, groups = K / G;
+  const int K = j->K, G = kInputGroup, groups = K / G;
   __m256 acc[4];
   for (int t = 0; t < TB; ++t)
     acc[t] = _mm256_setzero_ps();
@@ -626,8 +627,10 @@ SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
   case kW4A16Int16:
     if (TB == 1)
       j->group == 128 ? w4a16_row(j, n, t0, 128) : w4a16_row(j, n, t0, 64);
+    else if (j->group == 128) /* G constant: 1.4x at K = 2048, 4 tokens */
+      w4a16_int16_block(j, n, t0, TB, 128);
     else
-      w4a16_int16_block(j, n, t0, TB);
+      w4a16_int16_block(j, n, t0, TB, 64);
     break;
   case kW8A16Int16:
     w8a16_int16_block(j, n, t0, TB);
