@@ -248,7 +248,7 @@ static inline float group_factors(const avx2_job *j, int n, int t, int g,
  * its high byte (signed) and low byte (unsigned), so that vpmaddubsw
  * multiplies the nibbles with both, 32 bytes of weights at a time: pair
  * sums stay below 2 x 15 x 255, a group's below 2^15. Four tokens here (one
- * token: w4a16_row). */
+ * token: four_bit_row). */
 SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB,
                               const int G) {
   const int K = j->K, groups = K / G;
@@ -375,61 +375,6 @@ w4a16_group(const uint8_t *row, const uint8_t *x, int g, const int G) {
                                              _mm256_madd_epi16(lo, ones)));
 }
 
-/* One token against one 4-bit row, G constant after inlining. Eight groups
- * at a time: their factors as one vector (lane i broadcast with vpermps),
- * the zero-point and code-sum terms as vector FMAs; two accumulators. */
-SPARK_BLOCK w4a16_row(const avx2_job *j, int n, int t, const int G) {
-  const int K = j->K, groups = K / G;
-  const uint8_t *row = j->w + (size_t)n * (K / 2);
-  const uint16_t *scales = j->scales + (size_t)n * groups,
-                 *zeros = j->zeros + (size_t)n * groups;
-  const uint8_t *x = j->input_bytes + (size_t)t * groups * (2 * G);
-  const float *input_scales = j->input_scales + (size_t)t * groups,
-              *sums = j->sums + (size_t)t * groups;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m256 offset = _mm256_setzero_ps();
-  float tail_offset = 0.0f;
-  for (int g0 = 0; g0 < groups; g0 += 8) {
-    const int count = groups - g0 < 8 ? groups - g0 : 8;
-    __m256 factor;
-    if (count == 8) {
-      const __m256 scale =
-          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + g0)));
-      const __m256 zero =
-          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(zeros + g0)));
-      factor = _mm256_mul_ps(scale, _mm256_loadu_ps(input_scales + g0));
-      offset = _mm256_fmadd_ps(_mm256_mul_ps(scale, zero),
-                               _mm256_loadu_ps(sums + g0), offset);
-    } else {
-      float f[8] = {0};
-      for (int i = 0; i < count; ++i) {
-        const float scale = _cvtsh_ss(scales[g0 + i]);
-        f[i] = scale * input_scales[g0 + i];
-        tail_offset += scale * _cvtsh_ss(zeros[g0 + i]) * sums[g0 + i];
-      }
-      factor = _mm256_loadu_ps(f);
-    }
-    if (count == 8) {
-      for (int i = 0; i < 8; i += 2) {
-        acc0 = _mm256_fmadd_ps(
-            w4a16_group(row, x, g0 + i, G),
-            _mm256_permutevar8x32_ps(factor, _mm256_set1_epi32(i)), acc0);
-        acc1 = _mm256_fmadd_ps(
-            w4a16_group(row, x, g0 + i + 1, G),
-            _mm256_permutevar8x32_ps(factor, _mm256_set1_epi32(i + 1)), acc1);
-      }
-    } else {
-      for (int i = 0; i < count; ++i)
-        acc0 = _mm256_fmadd_ps(
-            w4a16_group(row, x, g0 + i, G),
-            _mm256_permutevar8x32_ps(factor, _mm256_set1_epi32(i)), acc0);
-    }
-  }
-  j->out[(size_t)t * j->out_stride + n] =
-      spark_hsum_ps(_mm256_add_ps(acc0, acc1)) - spark_hsum_ps(offset) -
-      tail_offset;
-}
-
 /* One group of a 4-bit row against int8 codes reordered into nibble order:
  * the exact int32 dot product as f32. */
 static inline __attribute__((always_inline)) __m256
@@ -455,44 +400,69 @@ w4a8_group(const uint8_t *row, const int8_t *x, int g, const int G) {
   return _mm256_cvtepi32_ps(_mm256_madd_epi16(part, ones));
 }
 
-/* w4a8: one token against one row, as w4a16_row (the -8 of the codes off
- * as 8 * scale * each group's code sum). */
-SPARK_BLOCK w4a8_row(const avx2_job *j, int n, int t, const int G) {
+/* One token against one 4-bit row, G and a8 (w4a8, else w4a16) constant
+ * after inlining. Eight groups at a time: their factors as one vector (lane
+ * i broadcast with vpermps) and the terms that come off (w4a16: scale x zero
+ * x input sum; w4a8: 8 x scale x code sum) as vector FMAs; two accumulators
+ * in registers. */
+SPARK_BLOCK four_bit_row(const avx2_job *j, int n, int t, const int G,
+                         const int a8) {
   const int K = j->K, groups = K / G;
-  const int8_t *codes = j->codes + (size_t)t * K;
-  const float *sums = j->sums + (size_t)t * groups;
   const uint8_t *row = j->w + (size_t)n * (K / 2);
-  const uint16_t *scales = j->scales + (size_t)n * groups;
+  const uint16_t *scales = j->scales + (size_t)n * groups,
+                 *zeros = a8 ? NULL : j->zeros + (size_t)n * groups;
+  const float *sums = j->sums + (size_t)t * groups,
+              *input_scales = a8 ? NULL : j->input_scales + (size_t)t * groups;
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   __m256 offset = _mm256_setzero_ps();
   float tail_offset = 0.0f;
   for (int g0 = 0; g0 < groups; g0 += 8) {
     const int count = groups - g0 < 8 ? groups - g0 : 8;
+    __m256 factor;
     if (count == 8) {
       const __m256 scale =
           _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + g0)));
-      offset = _mm256_fmadd_ps(scale, _mm256_loadu_ps(sums + g0), offset);
-      for (int i = 0; i < 8; i += 2) {
-        acc0 = _mm256_fmadd_ps(
-            w4a8_group(row, codes, g0 + i, G),
-            _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(i)), acc0);
-        acc1 = _mm256_fmadd_ps(
-            w4a8_group(row, codes, g0 + i + 1, G),
-            _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(i + 1)), acc1);
-      }
+      const __m256 term =
+          a8 ? scale
+             : _mm256_mul_ps(scale, _mm256_cvtph_ps(_mm_loadu_si128(
+                                        (const __m128i *)(zeros + g0))));
+      factor =
+          a8 ? scale : _mm256_mul_ps(scale, _mm256_loadu_ps(input_scales + g0));
+      offset = _mm256_fmadd_ps(term, _mm256_loadu_ps(sums + g0), offset);
     } else {
+      float f[8] = {0};
       for (int i = 0; i < count; ++i) {
         const float scale = _cvtsh_ss(scales[g0 + i]);
-        tail_offset += scale * sums[g0 + i];
-        acc0 = _mm256_fmadd_ps(w4a8_group(row, codes, g0 + i, G),
-                               _mm256_set1_ps(scale), acc0);
+        f[i] = a8 ? scale : scale * input_scales[g0 + i];
+        tail_offset +=
+            (a8 ? scale : scale * _cvtsh_ss(zeros[g0 + i])) * sums[g0 + i];
       }
+      factor = _mm256_loadu_ps(f);
     }
+#define SPARK_GROUP_DOT(g)                                                     \
+  (a8 ? w4a8_group(row, j->codes + (size_t)t * K, g, G)                        \
+      : w4a16_group(row, j->input_bytes + (size_t)t * groups * (2 * G), g, G))
+    if (count == 8) {
+      for (int i = 0; i < 8; i += 2) {
+        acc0 = _mm256_fmadd_ps(
+            SPARK_GROUP_DOT(g0 + i),
+            _mm256_permutevar8x32_ps(factor, _mm256_set1_epi32(i)), acc0);
+        acc1 = _mm256_fmadd_ps(
+            SPARK_GROUP_DOT(g0 + i + 1),
+            _mm256_permutevar8x32_ps(factor, _mm256_set1_epi32(i + 1)), acc1);
+      }
+    } else {
+      for (int i = 0; i < count; ++i)
+        acc0 = _mm256_fmadd_ps(
+            SPARK_GROUP_DOT(g0 + i),
+            _mm256_permutevar8x32_ps(factor, _mm256_set1_epi32(i)), acc0);
+    }
+#undef SPARK_GROUP_DOT
   }
+  const float dot = spark_hsum_ps(_mm256_add_ps(acc0, acc1)),
+              off = spark_hsum_ps(offset) + tail_offset;
   j->out[(size_t)t * j->out_stride + n] =
-      (spark_hsum_ps(_mm256_add_ps(acc0, acc1)) -
-       8.0f * (spark_hsum_ps(offset) + tail_offset)) *
-      j->token_scales[t];
+      a8 ? (dot - 8.0f * off) * j->token_scales[t] : dot - off;
 }
 
 /* ---- prefill tiles ----------------------------------------------------- */
@@ -613,7 +583,8 @@ SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
     w8a8_block(j, n, t0, TB);
     break;
   case kW4A8: /* one token: prefill runs w4a8_tile */
-    j->group == 128 ? w4a8_row(j, n, t0, 128) : w4a8_row(j, n, t0, 64);
+    j->group == 128 ? four_bit_row(j, n, t0, 128, 1)
+                    : four_bit_row(j, n, t0, 64, 1);
     break;
   case kW4A16:
     w4a16_block(j, n, t0, TB);
@@ -626,7 +597,8 @@ SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
     break;
   case kW4A16Int16:
     if (TB == 1)
-      j->group == 128 ? w4a16_row(j, n, t0, 128) : w4a16_row(j, n, t0, 64);
+      j->group == 128 ? four_bit_row(j, n, t0, 128, 0)
+                      : four_bit_row(j, n, t0, 64, 0);
     else if (j->group == 128) /* G constant: 1.4x at K = 2048, 4 tokens */
       w4a16_int16_block(j, n, t0, TB, 128);
     else
