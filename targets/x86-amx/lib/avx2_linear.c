@@ -63,6 +63,23 @@ static inline void prefetch_line(const void *line) {
 
 #define SPARK_BLOCK static inline __attribute__((always_inline)) void
 
+/* The 64 codes of 32 packed bytes at p: the low nibbles (even indices) and
+ * the high ones (odd), a byte each. */
+static inline void spark_nibbles(const uint8_t *p, __m256i *even,
+                                 __m256i *odd) {
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  const __m256i bytes = _mm256_loadu_si256((const __m256i *)p);
+  *even = _mm256_and_si256(bytes, low);
+  *odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+}
+
+/* One token: group g's line of a 4-bit row (G / 2 bytes), requested ahead
+ * once per 64 bytes. */
+static inline void prefetch_group(const uint8_t *line, int g, int G) {
+  if (G == 128 || g % 2 == 0)
+    prefetch_line(line);
+}
+
 typedef struct avx2_job {
   const uint8_t *w;           /* [N][row bytes] */
   const float *row_scales;    /* w8a8, w8a16: [N] */
@@ -174,8 +191,8 @@ SPARK_BLOCK w4a16_block(const avx2_job *j, int n, int t0, const int TB) {
   const uint8_t *row = j->w + (size_t)n * (K / 2);
   for (int g = 0; g < groups; ++g) {
     const uint8_t *line = row + (size_t)g * (G / 2);
-    if (TB == 1 && (G == 128 || g % 2 == 0))
-      prefetch_line(line);
+    if (TB == 1)
+      prefetch_group(line, g, G);
     __m256 even[4][4], odd[4][4]; /* [chain][token] */
     for (int c = 0; c < C; ++c)
       for (int t = 0; t < TB; ++t)
@@ -252,8 +269,7 @@ static inline float group_factors(const avx2_job *j, int n, int t, int g,
 SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB,
                               const int G) {
   const int K = j->K, groups = K / G;
-  const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1),
-                high = _mm256_set1_epi16(256);
+  const __m256i ones = _mm256_set1_epi16(1), high = _mm256_set1_epi16(256);
   __m256 acc[4];
   float offset[4], factor[4][8];
   for (int t = 0; t < TB; ++t) {
@@ -270,10 +286,8 @@ SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB,
     for (int t = 0; t < TB; ++t)
       hi[t] = lo[t] = _mm256_setzero_si256();
     for (int q = 0; q < G / 64; ++q) { /* 32 bytes: 32 even + 32 odd codes */
-      const __m256i bytes =
-          _mm256_loadu_si256((const __m256i *)(line + 32 * q));
-      const __m256i even = _mm256_and_si256(bytes, low);
-      const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+      __m256i even, odd;
+      spark_nibbles(line + 32 * q, &even, &odd);
       for (int t = 0; t < TB; ++t) {
         /* per group: low bytes of the even, then the odd inputs; high bytes
          * of the even, then the odd ones */
@@ -345,17 +359,14 @@ SPARK_BLOCK w8a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
  * exact int32 dot product as f32. */
 static inline __attribute__((always_inline)) __m256
 w4a16_group(const uint8_t *row, const uint8_t *x, int g, const int G) {
-  const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1),
-                high = _mm256_set1_epi16(256);
+  const __m256i ones = _mm256_set1_epi16(1), high = _mm256_set1_epi16(256);
   const uint8_t *line = row + (size_t)g * (G / 2);
-  if (G == 128 || g % 2 == 0)
-    prefetch_line(line);
+  prefetch_group(line, g, G);
   const uint8_t *xg = x + (size_t)g * (2 * G);
   __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
   for (int q = 0; q < G / 64; ++q) {
-    const __m256i bytes = _mm256_loadu_si256((const __m256i *)(line + 32 * q));
-    const __m256i even = _mm256_and_si256(bytes, low);
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+    __m256i even, odd;
+    spark_nibbles(line + 32 * q, &even, &odd);
     const uint8_t *xq = xg + 32 * q;
     hi = _mm256_add_epi16(
         hi,
@@ -379,16 +390,14 @@ w4a16_group(const uint8_t *row, const uint8_t *x, int g, const int G) {
  * the exact int32 dot product as f32. */
 static inline __attribute__((always_inline)) __m256
 w4a8_group(const uint8_t *row, const int8_t *x, int g, const int G) {
-  const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  const __m256i ones = _mm256_set1_epi16(1);
   const uint8_t *line = row + (size_t)g * (G / 2);
-  if (G == 128 || g % 2 == 0)
-    prefetch_line(line);
+  prefetch_group(line, g, G);
   const int8_t *xg = x + (size_t)g * G;
   __m256i part = _mm256_setzero_si256();
   for (int q = 0; q < G / 64; ++q) {
-    const __m256i bytes = _mm256_loadu_si256((const __m256i *)(line + 32 * q));
-    const __m256i even = _mm256_and_si256(bytes, low);
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+    __m256i even, odd;
+    spark_nibbles(line + 32 * q, &even, &odd);
     const int8_t *c = xg + 32 * q;
     part = _mm256_add_epi16(
         part,
@@ -525,7 +534,7 @@ static inline float scaled_sums(const avx2_job *j, int n, int t) {
 SPARK_BLOCK w4a8_tile(const avx2_job *j, int n0, int t0, const int R,
                       const int TB, const int G) {
   const int K = j->K, groups = K / G;
-  const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[4][4];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < TB; ++t)
@@ -538,11 +547,9 @@ SPARK_BLOCK w4a8_tile(const avx2_job *j, int n0, int t0, const int R,
     for (int q = 0; q < G / 64; ++q) {
       __m256i even[4], odd[4];
       for (int r = 0; r < R; ++r) {
-        const __m256i bytes = _mm256_loadu_si256(
-            (const __m256i *)(j->w + (size_t)(n0 + r) * (K / 2) +
-                              (size_t)g * (G / 2) + 32 * q));
-        even[r] = _mm256_and_si256(bytes, low);
-        odd[r] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+        spark_nibbles(j->w + (size_t)(n0 + r) * (K / 2) + (size_t)g * (G / 2) +
+                          32 * q,
+                      &even[r], &odd[r]);
       }
       for (int t = 0; t < TB; ++t) {
         const int8_t *c =
