@@ -10,6 +10,7 @@ SPARK_SOURCE_DIR (set by ctest).
 
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -88,6 +89,8 @@ def missing_cross_tools(target):
     """Why `target` cannot be built and run here, or None."""
     if target == "host":
         return None
+    if target == "x86-avx2" and platform.machine() not in ("x86_64", "AMD64"):
+        return "the host is not x86-64 (its builds are not x86 executables)"
     for program in CROSS_TOOLS[target]:
         if not shutil.which(program):
             return "%s is not installed" % program
