@@ -11,6 +11,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -218,6 +220,63 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
     return createStringError(ec, "%s: %s", objDir.c_str(),
                              ec.message().c_str());
   const std::vector<TargetVariant> &variants = target.variants;
+
+  // The C the library needs (the microkernels, the thread pool and the
+  // generated step driver) compiles in the background, one process per
+  // core, while this thread compiles the Halide kernels: the driver alone
+  // takes clang several seconds.
+  struct CJob {
+    std::string source, object, what;
+    std::vector<std::string> flags;
+    std::string failure; // compileC's error message, if it failed
+  };
+  std::vector<CJob> cJobs;
+  // The hand-written microkernels the kernels use: one object per source
+  // file, compiled with every flag its kernels need.
+  std::map<std::string, std::set<std::string>> microkernelSources;
+  for (const KernelSpec &spec : plan.kernels)
+    for (const TargetVariant &variant : variants)
+      if (const Microkernel *m = target.microkernelFor(variant, spec))
+        microkernelSources[m->source].insert(m->flags.begin(), m->flags.end());
+  for (const auto &[file, flags] : microkernelSources)
+    cJobs.push_back({join(target.microkernelDir, file),
+                     join(objDir, sys::path::stem(file).str() + ".o"),
+                     "compiling the microkernel " + file,
+                     std::vector<std::string>(flags.begin(), flags.end()), ""});
+  if (target.threadPool)
+    cJobs.push_back({dataPath("targets/common/lib/thread_pool.c"),
+                     join(objDir, "thread_pool.o"), "compiling the thread pool",
+                     userCFlags(plan.options), ""});
+  std::string driverSource = join(objDir, "spark_model_driver.c");
+  if (Error e = writeText(driverSource, emitDriverSource(plan, target)))
+    return e;
+  cJobs.push_back({driverSource, join(objDir, "spark_model_driver.o"),
+                   "compiling the generated step driver",
+                   userCFlags(plan.options), ""});
+  if (!plan.options.quiet)
+    errs() << formatv("compiling the step driver and {0} other C file(s) in "
+                      "the background\n",
+                      cJobs.size() - 1);
+  DefaultThreadPool pool(hardware_concurrency());
+  for (CJob &job : cJobs)
+    pool.async([&target, &job] {
+      if (Error e =
+              compileC(target, job.source, job.object, job.flags, job.what))
+        job.failure = toString(std::move(e));
+    });
+  // The pool (declared after cJobs) waits for its jobs when it goes away;
+  // the C errors are reported before the kernels'.
+  auto finishCJobs = [&]() -> Error {
+    pool.wait();
+    Error all = Error::success();
+    for (const CJob &job : cJobs)
+      if (!job.failure.empty())
+        all = joinErrors(
+            std::move(all),
+            createStringError(inconvertibleErrorCode(), job.failure));
+    return all;
+  };
+
   std::vector<std::string> objects;
   size_t total = 0, done = 0;
   const auto started = std::chrono::steady_clock::now();
@@ -247,7 +306,7 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
       std::string object = join(objDir, symbol + ".o");
       if (Error e = compileKernel(target, spec, variant,
                                   {{Halide::OutputFileType::object, object}}))
-        return e;
+        return joinErrors(finishCJobs(), std::move(e));
       objects.push_back(object);
     }
   std::string runtime = join(objDir, "halide_runtime.o");
@@ -259,47 +318,18 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
   try {
     Halide::compile_standalone_runtime(runtime, runtimeTarget);
   } catch (const Halide::Error &e) {
-    return createStringError(inconvertibleErrorCode(), "Halide runtime: %s",
-                             e.what());
+    return joinErrors(finishCJobs(),
+                      createStringError(inconvertibleErrorCode(),
+                                        "Halide runtime: %s", e.what()));
   }
   objects.push_back(runtime);
-
-  // The hand-written microkernels the kernels use: one object per source
-  // file, compiled with every flag its kernels need.
-  std::map<std::string, std::set<std::string>> microkernelSources;
-  for (const KernelSpec &spec : plan.kernels)
-    for (const TargetVariant &variant : variants)
-      if (const Microkernel *m = target.microkernelFor(variant, spec))
-        microkernelSources[m->source].insert(m->flags.begin(), m->flags.end());
-  for (const auto &[file, flags] : microkernelSources) {
-    std::string object = join(objDir, sys::path::stem(file).str() + ".o");
-    std::vector<std::string> flagList(flags.begin(), flags.end());
-    if (Error e = compileC(target, join(target.microkernelDir, file), object,
-                           flagList, "compiling the microkernel " + file))
-      return e;
-    objects.push_back(object);
-  }
-
-  if (target.threadPool) {
-    std::string object = join(objDir, "thread_pool.o");
-    if (Error e = compileC(target, dataPath("targets/common/lib/thread_pool.c"),
-                           object, userCFlags(plan.options),
-                           "compiling the thread pool"))
-      return e;
-    objects.push_back(object);
-  }
-
-  std::string driverSource = join(objDir, "spark_model_driver.c");
-  std::string driverObject = join(objDir, "spark_model_driver.o");
-  if (Error e = writeText(driverSource, emitDriverSource(plan, target)))
-    return e;
   if (!plan.options.quiet)
-    errs() << "compiling the step driver\n";
-  if (Error e =
-          compileC(target, driverSource, driverObject, userCFlags(plan.options),
-                   "compiling the generated step driver"))
+    errs() << "waiting for the C compiles\n";
+  if (Error e = finishCJobs())
     return e;
-  objects.push_back(driverObject);
+  // In the order the objects had when they were compiled one by one.
+  for (const CJob &job : cJobs)
+    objects.push_back(job.object);
 
   // The static library applications link: one object whose only global
   // symbol is the entry point.

@@ -5,6 +5,8 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
 
 using namespace spark;
@@ -233,3 +235,47 @@ TEST(PackTensorElements, RangesAcrossStackedParts) {
         << "element " << at;
   }
 }
+
+namespace {
+
+// The searches' eight-lane AVX2 loops give the grids of the four-lane
+// loops bit for bit (so a pack does not depend on the CPU that built it):
+// groups of 32, 64 and 128, a group of 132 (a four-lane tail), with and
+// without importance, asymmetric and symmetric.
+TEST(Int4Packer, Avx2SearchMatchesFourLanes) {
+  if (!int4SearchUsesAvx2()) {
+    std::printf("[SKIP] this CPU (or build) has no AVX2 search loops\n");
+    GTEST_SKIP();
+  }
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::uniform_real_distribution<float> positive(0.01f, 4.0f);
+  int compared = 0;
+  for (int64_t n : {32, 64, 128, 132}) {
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<float> group(n), importance(n);
+      for (float &v : group)
+        v = normal(rng) * (trial % 7 == 0 ? 50.0f : 1.0f);
+      for (float &v : importance)
+        v = positive(rng);
+      auto value = [&](int64_t i) { return group[i]; };
+      for (const float *weights :
+           {(const float *)nullptr, (const float *)importance.data()}) {
+        Int4Group a[2], s[2];
+        for (bool avx2 : {false, true}) {
+          int4SearchUsesAvx2() = avx2;
+          a[avx2] = searchInt4Group(value, n, weights);
+          s[avx2] = searchSymmetricInt4Group(value, n, weights);
+        }
+        ASSERT_EQ(std::memcmp(&a[0], &a[1], sizeof(Int4Group)), 0)
+            << "asymmetric, n " << n << ", trial " << trial;
+        ASSERT_EQ(std::memcmp(&s[0], &s[1], sizeof(Int4Group)), 0)
+            << "symmetric, n " << n << ", trial " << trial;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 1600);
+}
+
+} // namespace

@@ -168,15 +168,23 @@ float symmetricInt8Scale(llvm::function_ref<float(int64_t)> value, int64_t n);
 struct Int4Group {
   float scale = 1.0f, zero = 0.0f;
 };
+Int4Group searchInt4Group(const float *values, int64_t n,
+                          const float *importance = nullptr);
 Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n,
                           const float *importance = nullptr);
 /// Symmetric 4-bit quantization of one group: value ~ (code - 8) * scale,
 /// codes 0..15, scale an f16 value; searches shrinkings of max |value| / 7
 /// and grids fitting either side, each refitted, weighted as above.
+Int4Group searchSymmetricInt4Group(const float *values, int64_t n,
+                                   const float *importance = nullptr);
 Int4Group searchSymmetricInt4Group(llvm::function_ref<float(int64_t)> value,
                                    int64_t n,
                                    const float *importance = nullptr);
 int quantizeInt4(float value, const Int4Group &g);
+/// Whether the two searches run their eight-lane AVX2 loops (set where the
+/// CPU has AVX2; they give the same grids, bit for bit, as the four-lane
+/// loops). Tests clear it to compare the two.
+bool &int4SearchUsesAvx2();
 
 /// 64-bit FNV-1a, for the config and ABI hashes.
 uint64_t fnv1a(llvm::StringRef text, uint64_t seed = 0xcbf29ce484222325ull);
