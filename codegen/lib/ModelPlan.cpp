@@ -129,11 +129,11 @@ inline Float4 int4Codes(Float4 value, Float4 inverse, Float4 zero) {
 /// The weighted squared error of the grid (1 / scale `inverse`, zero point
 /// `zero`) over n values (n a multiple of 4): two chains of four lanes, for
 /// the values at 8k..8k+3 and 8k+4..8k+7.
+/// `i`, e0 and e1: where the AVX2 loop left off.
 double gridErrorSse(const float *x, const float *w, size_t n, float inverse,
-                    float zero, float scale) {
+                    float zero, float scale, size_t i = 0, Float4 e0 = Float4{},
+                    Float4 e1 = Float4{}) {
   const Float4 inv = splat(inverse), z = splat(zero), s = splat(scale);
-  Float4 e0 = splat(0.0f), e1 = splat(0.0f);
-  size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     Float4 x0 = load4(&x[i]), x1 = load4(&x[i + 4]);
     Float4 d0 = (int4Codes(x0, inv, z) - z) * s - x0;
@@ -155,11 +155,13 @@ struct GridSums {
   double sl, sll, sxl;
 };
 
+/// `i` and the three sums: where the AVX2 loop left off.
 GridSums gridSumsSse(const float *x, const float *w, size_t n, float inverse,
-                     float zero, float shift) {
+                     float zero, float shift, size_t i = 0,
+                     Float4 sl4 = Float4{}, Float4 sll4 = Float4{},
+                     Float4 sxl4 = Float4{}) {
   const Float4 inv = splat(inverse), z = splat(zero), sh = splat(shift);
-  Float4 sl4 = splat(0.0f), sll4 = splat(0.0f), sxl4 = splat(0.0f);
-  for (size_t i = 0; i < n; i += 4) {
+  for (; i < n; i += 4) {
     Float4 xv = load4(&x[i]), wv = load4(&w[i]);
     Float4 l = int4Codes(xv, inv, z) - sh;
     Float4 wl = wv * l;
@@ -200,15 +202,9 @@ __attribute__((target("avx2"))) double gridErrorAvx2(const float *x,
     e = _mm256_add_ps(
         e, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(&w[i]), d), d));
   }
-  Float4 e0 = Float4(_mm256_castps256_ps128(e)),
-         e1 = Float4(_mm256_extractf128_ps(e, 1));
-  const Float4 inv4 = splat(inverse), z4 = splat(zero), s4 = splat(scale);
-  for (; i < n; i += 4) {
-    Float4 x0 = load4(&x[i]);
-    Float4 d0 = (int4Codes(x0, inv4, z4) - z4) * s4 - x0;
-    e0 += load4(&w[i]) * d0 * d0;
-  }
-  return sum4(e0) + sum4(e1);
+  return gridErrorSse(x, w, n, inverse, zero, scale, i,
+                      Float4(_mm256_castps256_ps128(e)),
+                      Float4(_mm256_extractf128_ps(e, 1)));
 }
 
 __attribute__((target("avx2"))) GridSums gridSumsAvx2(const float *x,
@@ -234,17 +230,8 @@ __attribute__((target("avx2"))) GridSums gridSumsAvx2(const float *x,
     sll4 = add(sll4, _mm256_mul_ps(wl, l));
     sxl4 = add(sxl4, _mm256_mul_ps(wl, xv));
   }
-  const Float4 inv4 = splat(inverse), z4 = splat(zero), sh4 = splat(shift);
-  Float4 a = Float4(sl4), b = Float4(sll4), c = Float4(sxl4);
-  for (; i < n; i += 4) {
-    Float4 xv = load4(&x[i]), wv = load4(&w[i]);
-    Float4 l = int4Codes(xv, inv4, z4) - sh4;
-    Float4 wl = wv * l;
-    a += wl;
-    b += wl * l;
-    c += wl * xv;
-  }
-  return {sum4(a), sum4(b), sum4(c)};
+  return gridSumsSse(x, w, n, inverse, zero, shift, i, Float4(sl4),
+                     Float4(sll4), Float4(sxl4));
 }
 #endif
 
