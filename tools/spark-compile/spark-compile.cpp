@@ -254,12 +254,13 @@ public:
     if (!quiet)
       errs() << formatv("spark-compile: total {0:f1} s\n", seconds() - start);
   }
-
-private:
+  /// Seconds on the steady clock (differences of two are durations).
   static double seconds() {
     using namespace std::chrono;
     return duration<double>(steady_clock::now().time_since_epoch()).count();
   }
+
+private:
   double start = seconds(), last = start;
 };
 PhaseClock phases;
@@ -723,20 +724,15 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
   std::string packFailure;
   double packSeconds = 0.0;
   std::thread packWriter([&] {
-    const auto started = std::chrono::steady_clock::now();
+    const double started = PhaseClock::seconds();
     if (Error e = spark::writeWeightPack(*plan, folder.file("model.spkw")))
       packFailure = toString(std::move(e));
-    packSeconds = std::chrono::duration<double>(
-                      std::chrono::steady_clock::now() - started)
-                      .count();
+    packSeconds = PhaseClock::seconds() - started;
   });
-  const auto libraryStarted = std::chrono::steady_clock::now();
+  const double libraryStarted = PhaseClock::seconds();
   Error libraryError =
       spark::buildLibrary(*plan, folder.path(), emit == EmitStage::Executable);
-  const double librarySeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                    libraryStarted)
-          .count();
+  const double librarySeconds = PhaseClock::seconds() - libraryStarted;
   packWriter.join();
   if (libraryError)
     return fail(toString(std::move(libraryError)));
