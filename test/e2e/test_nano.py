@@ -45,7 +45,12 @@ class SparkNano(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.work = tempfile.mkdtemp(prefix="spark-nano-test-")
-        cls.f32 = cls.compile("f32", [])
+        # ctest compiles the f32 build once for all cases (nano/f32_build).
+        shared = os.environ.get("SPARK_NANO_F32_BUILD")
+        if shared and os.path.exists(os.path.join(shared, "manifest.json")):
+            cls.f32 = shared
+        else:
+            cls.f32 = cls.compile("f32", [])
 
     @classmethod
     def tearDownClass(cls):
@@ -58,7 +63,8 @@ class SparkNano(unittest.TestCase):
         return out
 
     def measure(self, build, data=TEXT):
-        path = os.path.join(build, "ppl-%s.json" % os.path.basename(data))
+        path = os.path.join(self.work, "ppl-%s-%s.json" % (os.path.basename(build),
+                                                           os.path.basename(data)))
         run([os.path.join(BIN, "spark-perplexity"), build, "--data", data, "--reference",
              self.f32, "--json", path, "--quiet"])
         with open(path) as f:
