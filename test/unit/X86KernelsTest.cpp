@@ -55,6 +55,7 @@ SPARK_W4_KERNEL(spark_vnni_linear_w4a16_xf16)
 SPARK_W8_KERNEL(spark_bf16_linear_w8a16)
 int spark_bf16_linear(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
 int spark_test_avx512_inputs_mismatches(unsigned seed, int trials);
+int spark_test_avx2_inputs_mismatches(unsigned seed, int trials);
 
 // The generated libraries take this from the Halide runtime; here the tasks
 // run one after another, in reverse order (no task may rely on another).
@@ -566,6 +567,17 @@ TEST(X86Inputs, Avx512PreparationIsTheScalarOne) {
     GTEST_SKIP();
   }
   EXPECT_EQ(spark_test_avx512_inputs_mismatches(20261201u, 120), 0);
+}
+
+// The AVX2 kernels prepare 16-bit inputs as int16 eight at a time
+// (x86_inputs_avx2.h): byte for byte the scalar preparation, for 4-bit
+// groups of 16 to 128 and for w8a16's values (X86InputsAvx2Check.c).
+TEST(X86Inputs, Avx2PreparationIsTheScalarOne) {
+  if (!cpuHasAvx2()) {
+    std::printf("[SKIP] this CPU has no AVX2, FMA and F16C\n");
+    GTEST_SKIP();
+  }
+  EXPECT_EQ(spark_test_avx2_inputs_mismatches(20261202u, 150), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -38,6 +38,7 @@
 #include "avx2_support.h"
 #include "microkernel_support.h"
 #include "x86_inputs.h"
+#include "x86_inputs_avx2.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -765,7 +766,7 @@ static int run_wide(halide_buffer_t *x, int rounding, int group, avx2_job *job,
 static int run_int16(halide_buffer_t *x, int rounding, int four_bit,
                      avx2_job *job, int (*task)(void *, int, uint8_t *)) {
   spark_int16_inputs in;
-  if (spark_prepare_int16(x, rounding, job->group, four_bit, &in) != 0)
+  if (spark_prepare_int16_avx2(x, rounding, job->group, four_bit, &in) != 0)
     return -1;
   job->inputs16 = in.values;
   job->input_scales = in.scales;
