@@ -25,11 +25,23 @@
 #endif
 #endif
 
+typedef struct verify_job verify_job;
+
 struct spark_model {
   const spark_model_def *def;
   void *map;
   size_t map_bytes;
   const void **weights; /* def->num_tensors pointers into map */
+  /* SPARK_VERIFY_IN_BACKGROUND: the checksum pass still running (NULL once
+   * it has been waited for), and its verdict: SPARK_OK, or
+   * SPARK_ERROR_BAD_PACK with the first failing tensor in bad_tensor. */
+  verify_job *background;
+  spark_status verified;
+  int32_t bad_tensor;
+#ifdef SPARK_VERIFY_THREADS
+  pthread_t verifier;
+  pthread_mutex_t verify_lock;
+#endif
 };
 
 struct spark_session {
@@ -147,15 +159,16 @@ static uint64_t (*block_digest(void))(const void *, size_t, uint64_t) {
 /* Verifies the checksums of the pack's tensors, block by block: each thread
  * takes the next block not yet taken (of any tensor: a large tensor is
  * shared too) and adds its digest to its tensor's sum. */
-typedef struct verify_job {
+struct verify_job {
   const unsigned char *base;
   const spark_pack_entry *table;
   int32_t count;
-  const uint64_t *first_block; /* [count + 1]: tensor i's blocks start */
-  uint64_t *digests;           /* [count]: the sums of their digests */
-  uint64_t next;               /* the next block to take */
+  uint64_t *first_block; /* [count + 1]: tensor i's blocks start */
+  uint64_t *digests;     /* [count]: the sums of their digests */
+  uint64_t next;         /* the next block to take */
   uint64_t (*digest)(const void *, size_t, uint64_t);
-} verify_job;
+  int stop; /* set by spark_model_close: the blocks left are not read */
+};
 
 static void *verify_blocks(void *user) {
   verify_job *job = (verify_job *)user;
@@ -163,7 +176,7 @@ static void *verify_blocks(void *user) {
   int32_t t = 0; /* blocks are taken in order: the tensor only moves on */
   for (;;) {
     const uint64_t b = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
-    if (b >= blocks)
+    if (b >= blocks || __atomic_load_n(&job->stop, __ATOMIC_RELAXED))
       return NULL;
     while (job->first_block[t + 1] <= b)
       ++t;
@@ -184,26 +197,57 @@ static void *verify_blocks(void *user) {
   }
 }
 
-/* The index of the first tensor whose bytes fail their checksum, count when
- * none does, or -1 when out of memory; on up to `threads` threads (the
- * caller's included; 0: one per core). */
-static int32_t first_bad_tensor(const unsigned char *base,
-                                const spark_pack_entry *table, int32_t count,
-                                int threads) {
+/* A checksum pass over the count tensors of table, not yet started; NULL
+ * when out of memory. */
+static verify_job *verify_job_create(const unsigned char *base,
+                                     const spark_pack_entry *table,
+                                     int32_t count) {
+  verify_job *job = (verify_job *)calloc(1, sizeof(verify_job));
   uint64_t *first_block = (uint64_t *)malloc(sizeof(uint64_t) * (count + 1));
   uint64_t *digests = (uint64_t *)calloc(count > 0 ? count : 1, 8);
-  if (!first_block || !digests) {
+  if (!job || !first_block || !digests) {
+    free(job);
     free(first_block);
     free(digests);
-    return -1;
+    return NULL;
   }
   first_block[0] = 0;
   for (int32_t i = 0; i < count; ++i)
     first_block[i + 1] =
         first_block[i] +
         (table[i].bytes + SPARK_CHECKSUM_BLOCK - 1) / SPARK_CHECKSUM_BLOCK;
-  verify_job job = {base,    table, count,         first_block,
-                    digests, 0,     block_digest()};
+  job->base = base;
+  job->table = table;
+  job->count = count;
+  job->first_block = first_block;
+  job->digests = digests;
+  job->digest = block_digest();
+  return job;
+}
+
+/* The index of the first tensor whose bytes failed their checksum in a
+ * finished pass, count when none did; frees the job. */
+static int32_t verify_job_finish(verify_job *job) {
+  int32_t bad = job->count;
+  for (int32_t i = 0; i < job->count && bad == job->count; ++i)
+    if (spark_checksum_of_digests(job->digests[i], job->table[i].bytes) !=
+        job->table[i].checksum)
+      bad = i;
+  free(job->first_block);
+  free(job->digests);
+  free(job);
+  return bad;
+}
+
+/* The index of the first tensor whose bytes fail their checksum, count when
+ * none does, or -1 when out of memory; on up to `threads` threads (the
+ * caller's included; 0: one per core). */
+static int32_t first_bad_tensor(const unsigned char *base,
+                                const spark_pack_entry *table, int32_t count,
+                                int threads) {
+  verify_job *job = verify_job_create(base, table, count);
+  if (!job)
+    return -1;
 #ifdef SPARK_VERIFY_THREADS
   enum { kMaxThreads = 16 };
   pthread_t helpers[kMaxThreads];
@@ -215,23 +259,81 @@ static int32_t first_bad_tensor(const unsigned char *base,
   if (threads > kMaxThreads)
     threads = kMaxThreads;
   while (started < threads - 1 &&
-         pthread_create(&helpers[started], NULL, verify_blocks, &job) == 0)
+         pthread_create(&helpers[started], NULL, verify_blocks, job) == 0)
     ++started;
-  verify_blocks(&job);
+  verify_blocks(job);
   for (int i = 0; i < started; ++i)
     pthread_join(helpers[i], NULL);
 #else
   (void)threads;
-  verify_blocks(&job);
+  verify_blocks(job);
 #endif
-  int32_t bad = count;
-  for (int32_t i = 0; i < count && bad == count; ++i)
-    if (spark_checksum_of_digests(digests[i], table[i].bytes) !=
-        table[i].checksum)
-      bad = i;
-  free(first_block);
-  free(digests);
-  return bad;
+  return verify_job_finish(job);
+}
+
+/* SPARK_VERIFY_IN_BACKGROUND: starts the pass on a thread of its own;
+ * returns 0, or -1 when it cannot (the caller verifies at open instead). */
+static int verify_in_background(spark_model *model,
+                                const spark_pack_entry *table) {
+#ifdef SPARK_VERIFY_THREADS
+  verify_job *job = verify_job_create((const unsigned char *)model->map, table,
+                                      model->def->num_tensors);
+  if (!job)
+    return -1;
+  if (pthread_mutex_init(&model->verify_lock, NULL) != 0) {
+    verify_job_finish(job);
+    return -1;
+  }
+  if (pthread_create(&model->verifier, NULL, verify_blocks, job) != 0) {
+    pthread_mutex_destroy(&model->verify_lock);
+    verify_job_finish(job);
+    return -1;
+  }
+  model->background = job;
+  return 0;
+#else
+  (void)model;
+  (void)table;
+  return -1;
+#endif
+}
+
+/* The verdict of the model's checksums, waiting for a background pass
+ * (once; later calls only read it). `stop`: abandon the blocks not yet
+ * read (spark_model_close). */
+static spark_status await_verification(spark_model *model, int stop) {
+#ifdef SPARK_VERIFY_THREADS
+  if (!__atomic_load_n(&model->background, __ATOMIC_ACQUIRE))
+    return model->verified;
+  pthread_mutex_lock(&model->verify_lock);
+  verify_job *job = model->background;
+  if (job) {
+    if (stop)
+      __atomic_store_n(&job->stop, 1, __ATOMIC_RELAXED);
+    pthread_join(model->verifier, NULL);
+    const int32_t bad = verify_job_finish(job);
+    model->bad_tensor = bad;
+    model->verified = stop || bad == model->def->num_tensors
+                          ? SPARK_OK
+                          : SPARK_ERROR_BAD_PACK;
+    __atomic_store_n(&model->background, NULL, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&model->verify_lock);
+#else
+  (void)stop;
+#endif
+  return model->verified;
+}
+
+spark_status spark_model_wait_verified(spark_model *model, char *message,
+                                       size_t message_bytes) {
+  if (!model)
+    return SPARK_ERROR_INVALID_ARGUMENT;
+  const spark_status status = await_verification(model, 0);
+  if (status != SPARK_OK && message && message_bytes)
+    snprintf(message, message_bytes, "tensor '%s' fails its checksum",
+             model->def->tensors[model->bad_tensor].name);
+  return status;
 }
 
 static size_t dtype_bytes(spark_dtype dtype) {
@@ -252,6 +354,12 @@ spark_status spark_model_open(const spark_model_def *def, const char *pack_path,
     return fail(params, SPARK_ERROR_PACK_MISMATCH,
                 "model library ABI version %u, runtime expects %u",
                 def->abi_version, SPARK_MODEL_ABI_VERSION);
+  if (params->verify_checksums < SPARK_VERIFY_NONE ||
+      params->verify_checksums > SPARK_VERIFY_IN_BACKGROUND)
+    return fail(params, SPARK_ERROR_INVALID_ARGUMENT,
+                "spark_model_open: verify_checksums is %d; expected "
+                "SPARK_VERIFY_NONE (0), _AT_OPEN (1) or _IN_BACKGROUND (2)",
+                params->verify_checksums);
   const char *why = def->unsupported_reason();
   if (why)
     return fail(params, SPARK_ERROR_UNSUPPORTED_CPU, "%s", why);
@@ -428,7 +536,10 @@ spark_status spark_model_open(const spark_model_def *def, const char *pack_path,
       REJECT(SPARK_ERROR_BAD_PACK, "%s: tensors '%s' and '%s' overlap",
              pack_path, def->tensors[first].name, def->tensors[second].name);
   }
-  if (params->verify_checksums) {
+  if (params->verify_checksums == SPARK_VERIFY_IN_BACKGROUND &&
+      verify_in_background(model, table) == 0) {
+    /* the sessions' first step waits for the verdict */
+  } else if (params->verify_checksums) {
     int32_t bad =
         first_bad_tensor(base, table, def->num_tensors, params->num_threads);
     if (bad < 0)
@@ -453,6 +564,12 @@ done:
 void spark_model_close(spark_model *model) {
   if (!model)
     return;
+  if (model->background) {
+    await_verification(model, 1);
+#ifdef SPARK_VERIFY_THREADS
+    pthread_mutex_destroy(&model->verify_lock);
+#endif
+  }
   if (model->map)
     munmap(model->map, model->map_bytes);
   free(model->weights);
@@ -481,6 +598,9 @@ spark_status spark_model_set_layer_probe(spark_model *model,
                                          spark_layer_probe probe, void *user) {
   if (!model)
     return SPARK_ERROR_INVALID_ARGUMENT;
+  /* A probe sees a step's activations: none from unverified weights. */
+  if (probe && await_verification(model, 0) != SPARK_OK)
+    return SPARK_ERROR_BAD_PACK;
   model->def->set_layer_probe(probe, user);
   return SPARK_OK;
 }
@@ -623,6 +743,8 @@ spark_status spark_session_snapshot(const spark_session *session, void *buffer,
   if (!buffer || spark_session_snapshot_bytes(session, &needed) != SPARK_OK ||
       buffer_bytes < needed)
     return SPARK_ERROR_INVALID_ARGUMENT;
+  if (await_verification(session->model, 0) != SPARK_OK)
+    return SPARK_ERROR_BAD_PACK; /* caches computed from damaged weights */
   const spark_model_def *d = session->model->def;
   unsigned char *p = (unsigned char *)buffer + sizeof(snapshot_header);
   size_t logits_bytes = (size_t)d->vocab_size * sizeof(float);
@@ -707,6 +829,12 @@ spark_status spark_session_eval(spark_session *session, const int32_t *tokens,
                 tokens + done, session->position, count, rows, session->logits);
     if (rc != 0)
       return SPARK_ERROR_KERNEL;
+    /* SPARK_VERIFY_IN_BACKGROUND: the first step ran beside the checksum
+     * pass; nothing it computed leaves the session before the verdict. */
+    if (await_verification(session->model, 0) != SPARK_OK) {
+      session->has_logits = 0;
+      return SPARK_ERROR_BAD_PACK;
+    }
     if (logits)
       memcpy(logits + (size_t)done * d->vocab_size, session->logits,
              (size_t)count * d->vocab_size * sizeof(float));

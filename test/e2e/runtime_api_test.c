@@ -12,9 +12,9 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int failures = 0;
 #define CHECK(cond)                                                            \
@@ -28,8 +28,8 @@ static int failures = 0;
   do {                                                                         \
     spark_status got_ = (expr);                                                \
     if (got_ != (expected)) {                                                  \
-      fprintf(stderr, "%s:%d: %s returned %d (%s), expected %s\n", __FILE__,  \
-              __LINE__, #expr, (int)got_, spark_status_string(got_),          \
+      fprintf(stderr, "%s:%d: %s returned %d (%s), expected %s\n", __FILE__,   \
+              __LINE__, #expr, (int)got_, spark_status_string(got_),           \
               #expected);                                                      \
       ++failures;                                                              \
     }                                                                          \
@@ -68,7 +68,8 @@ static long tensor_offset(const char *path, int i) {
   spark_pack_entry e;
   FILE *f = fopen(path, "rb");
   if (!f || fread(&h, sizeof h, 1, f) != 1 ||
-      fseek(f, (long)(h.table_offset + (uint64_t)i * sizeof e), SEEK_SET) != 0 ||
+      fseek(f, (long)(h.table_offset + (uint64_t)i * sizeof e), SEEK_SET) !=
+          0 ||
       fread(&e, sizeof e, 1, f) != 1)
     abort();
   fclose(f);
@@ -161,6 +162,38 @@ int main(int argc, char **argv) {
   CHECK_STATUS(open_pack(path, 0, &model, message, sizeof message), SPARK_OK);
   spark_model_close(model);
   model = NULL;
+  /* Verified in the background: the open succeeds, the first step fails and
+   * keeps its logits, and so does every later one; the verdict names the
+   * tensor. */
+  CHECK_STATUS(open_pack(path, 3, &model, message, sizeof message),
+               SPARK_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(message, "verify_checksums is 3") != NULL);
+  CHECK_STATUS(open_pack(path, SPARK_VERIFY_IN_BACKGROUND, &model, message,
+                         sizeof message),
+               SPARK_OK);
+  {
+    spark_session *s = NULL;
+    const float *logits;
+    int32_t token = 1;
+    CHECK_STATUS(spark_session_create(model, NULL, &s), SPARK_OK);
+    CHECK_STATUS(spark_session_eval(s, &token, 1, 0, NULL),
+                 SPARK_ERROR_BAD_PACK);
+    CHECK_STATUS(spark_session_logits(s, &logits), SPARK_ERROR_NO_LOGITS);
+    CHECK_STATUS(spark_session_decode(s, token), SPARK_ERROR_BAD_PACK);
+    message[0] = 0;
+    CHECK_STATUS(spark_model_wait_verified(model, message, sizeof message),
+                 SPARK_ERROR_BAD_PACK);
+    CHECK(strstr(message, "fails its checksum") != NULL);
+    spark_session_destroy(s);
+    spark_model_close(model);
+    model = NULL;
+  }
+  /* Closed while the pass may still run: it stops, nothing leaks (ASan). */
+  CHECK_STATUS(open_pack(pack, SPARK_VERIFY_IN_BACKGROUND, &model, message,
+                         sizeof message),
+               SPARK_OK);
+  spark_model_close(model);
+  model = NULL;
   /* Two damaged tensors, verified on 2 threads: the first in table order is
    * named, whichever thread finds it. */
   {
@@ -178,6 +211,15 @@ int main(int argc, char **argv) {
              def->tensors[1].name);
     CHECK(strstr(message, expected) != NULL);
     CHECK(model == NULL);
+    CHECK_STATUS(open_pack(path, SPARK_VERIFY_IN_BACKGROUND, &model, message,
+                           sizeof message),
+                 SPARK_OK);
+    message[0] = 0;
+    CHECK_STATUS(spark_model_wait_verified(model, message, sizeof message),
+                 SPARK_ERROR_BAD_PACK);
+    CHECK(strstr(message, expected) != NULL);
+    spark_model_close(model);
+    model = NULL;
   }
   snprintf(path, sizeof path, "%s/truncated.spkw", scratch);
   copy_file(pack, path, -1, file_size(pack) - 4096);
@@ -250,6 +292,22 @@ int main(int argc, char **argv) {
   float *first = malloc(sizeof(float) * (size_t)V);
   CHECK_STATUS(spark_session_logits(s, &logits), SPARK_OK);
   memcpy(first, logits, sizeof(float) * (size_t)V);
+  /* An intact pack verified in the background: the same logits, verdict OK. */
+  {
+    spark_model *background = NULL;
+    spark_session *b = NULL;
+    const float *same;
+    CHECK_STATUS(open_pack(pack, SPARK_VERIFY_IN_BACKGROUND, &background,
+                           message, sizeof message),
+                 SPARK_OK);
+    CHECK_STATUS(spark_session_create(background, NULL, &b), SPARK_OK);
+    CHECK_STATUS(spark_session_eval(b, prompt, 20, 0, NULL), SPARK_OK);
+    CHECK_STATUS(spark_session_logits(b, &same), SPARK_OK);
+    CHECK(max_abs_diff(same, first, V) == 0.0f);
+    CHECK_STATUS(spark_model_wait_verified(background, NULL, 0), SPARK_OK);
+    spark_session_destroy(b);
+    spark_model_close(background);
+  }
 
   /* Invalid tokens are refused and change nothing. */
   int32_t bad = V;
@@ -288,14 +346,17 @@ int main(int argc, char **argv) {
     bad[snap_bytes / 2] ^= 0x10;
     CHECK_STATUS(spark_session_decode(s, 5), SPARK_OK);
     int32_t here = spark_session_position(s);
-    CHECK_STATUS(spark_session_restore(s, bad, snap_bytes), SPARK_ERROR_BAD_SNAPSHOT);
+    CHECK_STATUS(spark_session_restore(s, bad, snap_bytes),
+                 SPARK_ERROR_BAD_SNAPSHOT);
     CHECK(spark_session_position(s) == here);
     memcpy(bad, snap, snap_bytes);
     bad[24] ^= 1; /* the ABI hash */
-    CHECK_STATUS(spark_session_restore(s, bad, snap_bytes), SPARK_ERROR_PACK_MISMATCH);
+    CHECK_STATUS(spark_session_restore(s, bad, snap_bytes),
+                 SPARK_ERROR_PACK_MISMATCH);
     memcpy(bad, snap, snap_bytes);
     bad[0] = 'X'; /* the magic */
-    CHECK_STATUS(spark_session_restore(s, bad, snap_bytes), SPARK_ERROR_BAD_SNAPSHOT);
+    CHECK_STATUS(spark_session_restore(s, bad, snap_bytes),
+                 SPARK_ERROR_BAD_SNAPSHOT);
     CHECK(spark_session_position(s) == here);
     CHECK_STATUS(spark_session_restore(s, snap, snap_bytes), SPARK_OK);
     CHECK(spark_session_position(s) == 20);
@@ -315,7 +376,8 @@ int main(int argc, char **argv) {
   CHECK_STATUS(spark_session_eval(s, many, info.max_context + 1, 0, NULL),
                SPARK_ERROR_CONTEXT_FULL);
   CHECK(spark_session_position(s) == 0);
-  CHECK_STATUS(spark_session_eval(s, many, info.max_context, 0, NULL), SPARK_OK);
+  CHECK_STATUS(spark_session_eval(s, many, info.max_context, 0, NULL),
+               SPARK_OK);
   CHECK_STATUS(spark_session_decode(s, 0), SPARK_ERROR_CONTEXT_FULL);
   free(many);
 
@@ -382,13 +444,16 @@ int main(int argc, char **argv) {
     spark_sampler_params bad = spark_sampler_params_default();
     spark_sampler *sampler = NULL;
     bad.temperature = NAN;
-    CHECK_STATUS(spark_sampler_create(&bad, V, &sampler), SPARK_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(spark_sampler_create(&bad, V, &sampler),
+                 SPARK_ERROR_INVALID_ARGUMENT);
     bad = spark_sampler_params_default();
     bad.top_p = NAN;
-    CHECK_STATUS(spark_sampler_create(&bad, V, &sampler), SPARK_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(spark_sampler_create(&bad, V, &sampler),
+                 SPARK_ERROR_INVALID_ARGUMENT);
     bad = spark_sampler_params_default();
     bad.temperature = INFINITY;
-    CHECK_STATUS(spark_sampler_create(&bad, V, &sampler), SPARK_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(spark_sampler_create(&bad, V, &sampler),
+                 SPARK_ERROR_INVALID_ARGUMENT);
     CHECK(sampler == NULL);
     float *row = malloc(sizeof(float) * (size_t)V);
     for (int temperature = 0; temperature < 2; ++temperature) {

@@ -50,9 +50,24 @@ const char *spark_runtime_version(void);
 typedef struct spark_model spark_model;
 typedef struct spark_session spark_session;
 
+/* When spark_model_open verifies the tensors' checksums. */
+enum {
+  SPARK_VERIFY_NONE = 0,
+  /* Before spark_model_open returns: the whole pack is read once, on
+   * num_threads threads (one per core when it is 0). The default. */
+  SPARK_VERIFY_AT_OPEN = 1,
+  /* On a thread of its own, started by spark_model_open, which returns once
+   * the header and the tensor table are validated. The first step of any
+   * session runs beside the pass and then waits for its verdict: a damaged
+   * pack makes spark_session_eval return SPARK_ERROR_BAD_PACK (as does
+   * every later call that runs a step), and nothing computed from it
+   * leaves the session. spark_model_wait_verified waits for the verdict.
+   * Where the runtime has no threads (Hexagon), the same as AT_OPEN. */
+  SPARK_VERIFY_IN_BACKGROUND = 2,
+};
+
 typedef struct spark_open_params {
-  /* Verify every tensor's checksum at open (reads the whole pack once, on
-   * num_threads threads, or one per core when it is 0). Default 1. */
+  /* SPARK_VERIFY_NONE, _AT_OPEN (the default) or _IN_BACKGROUND. */
   int verify_checksums;
   /* Kernel worker threads; 0 keeps the current setting (default: one per
    * core). Per model library (each library has its own worker pool): a
@@ -66,6 +81,13 @@ typedef struct spark_open_params {
 } spark_open_params;
 
 spark_open_params spark_open_params_default(void);
+
+/* Waits for the checksum pass of a model opened with
+ * SPARK_VERIFY_IN_BACKGROUND (returns at once otherwise, or once waited
+ * for): SPARK_OK, or SPARK_ERROR_BAD_PACK with a sentence naming the first
+ * failing tensor in `message` (when given). */
+spark_status spark_model_wait_verified(spark_model *model, char *message,
+                                       size_t message_bytes);
 
 /* Maps pack_path and validates it against def (magic, version, ABI hash,
  * config hash, target, tensor table, checksums). Weights stay mapped: no
