@@ -38,9 +38,11 @@ struct spark_model {
   verify_job *background;
   spark_status verified;
   int32_t bad_tensor;
+  char *pack_path; /* for the verdict's message */
 #ifdef SPARK_VERIFY_THREADS
   pthread_t verifier;
   pthread_mutex_t verify_lock;
+  int has_verify_lock;
 #endif
 };
 
@@ -274,8 +276,13 @@ static int32_t first_bad_tensor(const unsigned char *base,
 /* SPARK_VERIFY_IN_BACKGROUND: starts the pass on a thread of its own;
  * returns 0, or -1 when it cannot (the caller verifies at open instead). */
 static int verify_in_background(spark_model *model,
-                                const spark_pack_entry *table) {
+                                const spark_pack_entry *table,
+                                const char *pack_path) {
 #ifdef SPARK_VERIFY_THREADS
+  const size_t length = strlen(pack_path) + 1;
+  if (!(model->pack_path = (char *)malloc(length)))
+    return -1;
+  memcpy(model->pack_path, pack_path, length);
   verify_job *job = verify_job_create((const unsigned char *)model->map, table,
                                       model->def->num_tensors);
   if (!job)
@@ -289,11 +296,13 @@ static int verify_in_background(spark_model *model,
     verify_job_finish(job);
     return -1;
   }
+  model->has_verify_lock = 1;
   model->background = job;
   return 0;
 #else
   (void)model;
   (void)table;
+  (void)pack_path;
   return -1;
 #endif
 }
@@ -331,7 +340,8 @@ spark_status spark_model_wait_verified(spark_model *model, char *message,
     return SPARK_ERROR_INVALID_ARGUMENT;
   const spark_status status = await_verification(model, 0);
   if (status != SPARK_OK && message && message_bytes)
-    snprintf(message, message_bytes, "tensor '%s' fails its checksum",
+    snprintf(message, message_bytes, "%s: tensor '%s' fails its checksum",
+             model->pack_path ? model->pack_path : "the weight pack",
              model->def->tensors[model->bad_tensor].name);
   return status;
 }
@@ -537,7 +547,7 @@ spark_status spark_model_open(const spark_model_def *def, const char *pack_path,
              pack_path, def->tensors[first].name, def->tensors[second].name);
   }
   if (params->verify_checksums == SPARK_VERIFY_IN_BACKGROUND &&
-      verify_in_background(model, table) == 0) {
+      verify_in_background(model, table, pack_path) == 0) {
     /* the sessions' first step waits for the verdict */
   } else if (params->verify_checksums) {
     int32_t bad =
@@ -564,15 +574,16 @@ done:
 void spark_model_close(spark_model *model) {
   if (!model)
     return;
-  if (model->background) {
+  if (model->background)
     await_verification(model, 1);
 #ifdef SPARK_VERIFY_THREADS
+  if (model->has_verify_lock)
     pthread_mutex_destroy(&model->verify_lock);
 #endif
-  }
   if (model->map)
     munmap(model->map, model->map_bytes);
   free(model->weights);
+  free(model->pack_path);
   free(model);
 }
 

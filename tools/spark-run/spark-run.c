@@ -208,6 +208,20 @@ static int write_npy(const char *path, const float *data, size_t rows,
   return 0;
 }
 
+/* What a failed step reports: for a damaged pack (its checksums verified
+ * in the background), the tensor that fails. Shared with text_mode.c. */
+const char *spark_run_step_error(spark_model *model, spark_status status) {
+  static char message[512];
+  if (status == SPARK_ERROR_BAD_PACK &&
+      spark_model_wait_verified(model, message, sizeof(message)) != SPARK_OK) {
+    const size_t used = strlen(message);
+    snprintf(message + used, sizeof(message) - used,
+             " (the weight pack is damaged: copy or rebuild it)");
+    return message;
+  }
+  return spark_status_string(status);
+}
+
 int main(int argc, char **argv) {
   options o = {0};
   o.n_predict = 16;
@@ -304,7 +318,10 @@ int main(int argc, char **argv) {
   /* The model. */
   spark_open_params params = spark_open_params_default();
   params.num_threads = (int)o.threads;
-  params.verify_checksums = !o.no_verify;
+  /* The checksums are verified while the tokenizer loads and the prompt's
+   * first step runs; that step waits for the verdict. */
+  params.verify_checksums =
+      o.no_verify ? SPARK_VERIFY_NONE : SPARK_VERIFY_IN_BACKGROUND;
   spark_model *model = NULL;
   char error[1024] = "";
 #ifdef SPARK_RUN_STATIC_MODEL
@@ -409,7 +426,7 @@ int main(int argc, char **argv) {
   s = spark_session_eval(session, prompt, (int32_t)n_prompt, (int32_t)o.chunk,
                          rows);
   if (s != SPARK_OK)
-    return fail("prefill: %s", spark_status_string(s));
+    return fail("prefill: %s", spark_run_step_error(model, s));
   size_t n_rows = n_prompt;
   for (long long i = 0; i < o.n_predict; ++i) {
     const float *logits;
@@ -421,7 +438,7 @@ int main(int argc, char **argv) {
       break;
     s = spark_session_decode(session, next);
     if (s != SPARK_OK)
-      return fail("decode: %s", spark_status_string(s));
+      return fail("decode: %s", spark_run_step_error(model, s));
     if (rows) {
       spark_session_logits(session, &logits);
       memcpy(rows + n_rows * vocab, logits, sizeof(float) * vocab);

@@ -67,6 +67,7 @@ static int text_fail(const char *what, const char *detail) {
 
 typedef struct text_state {
   const text_options *o;
+  spark_model *model;
   spark_session *session;
   spark_sampler *sampler;
   spark_tokenizer *tokenizer;
@@ -127,7 +128,7 @@ static int eval_text(text_state *t, const char *text, int add_special) {
   spark_status s = spark_session_eval(t->session, ids, (int32_t)count, (int32_t)t->o->chunk, NULL);
   free(ids);
   if (s != SPARK_OK)
-    return text_fail("prefill: ", spark_status_string(s));
+    return text_fail("prefill: ", spark_run_step_error(t->model, s));
   return 0;
 }
 
@@ -179,7 +180,7 @@ static int generate(text_state *t, buffer *reply) {
     }
     spark_status s = spark_session_decode(t->session, next);
     if (s != SPARK_OK) {
-      rc = text_fail("decode: ", spark_status_string(s));
+      rc = text_fail("decode: ", spark_run_step_error(t->model, s));
       break;
     }
   }
@@ -271,6 +272,7 @@ static char *read_line(FILE *in) {
 int spark_run_text(spark_model *model, const text_options *o) {
   text_state t = {0};
   t.o = o;
+  t.model = model;
   spark_model_info info;
   spark_model_get_info(model, &info);
   t.vocab = info.vocab_size;

@@ -17,6 +17,9 @@ typedef struct text_options {
   double temperature, top_p;
 } text_options;
 
+/* The message of a failed step (spark-run.c). */
+const char *spark_run_step_error(spark_model *model, spark_status status);
+
 /* Runs a text mode on an open model; returns the exit code. */
 int spark_run_text(spark_model *model, const text_options *options);
 
