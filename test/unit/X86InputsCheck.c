@@ -3,13 +3,9 @@
  * value, for X86KernelsTest.cpp. Compiled with -mavx512f -mavx512bw -mf16c;
  * called only on CPUs with them. */
 #include "x86_inputs_avx512.h"
+#include "x86_inputs_check.h"
 
 #include <string.h>
-
-static float next_random(unsigned *state) { /* uniform in [-1, 1) */
-  *state = *state * 1103515245u + 12345u;
-  return (float)((*state >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
 
 /* Random rows of K = 2048 and 6656 values over nine decades of magnitude,
  * with outliers, zero groups and subnormals; returns how many preparations
@@ -29,23 +25,12 @@ int spark_test_avx512_inputs_mismatches(unsigned seed, int trials) {
       free(sums);
       return -1;
     }
-    for (int i = 0; i < K * T; ++i) {
-      x[i] = next_random(&seed) * magnitude * (i % 37 == 0 ? 100.0f : 1.0f);
-      if (trial % 7 == 0 && (i / SPARK_AVX512_GROUP) % 3 == 0)
-        x[i] = 0.0f;
-      if (trial % 11 == 0 && i % 5 == 0)
-        x[i] = next_random(&seed) * 1e-38f;
-    }
-    halide_dimension_t dims[2] = {{0, K, 1, 0}, {0, T, K, 0}};
+    spark_test_fill(x, K * T, SPARK_AVX512_GROUP, trial, &seed);
+    halide_dimension_t dims[2];
     halide_buffer_t xb;
-    memset(&xb, 0, sizeof(xb));
-    xb.host = (uint8_t *)x;
-    xb.dimensions = 2;
-    xb.dim = dims;
-    /* int16 inputs (w4a16: byte planes; w8a16: values in input order); f16
-     * only where the values stay finite in f16 */
-    const int roundings = magnitude * 100.0f > 60000.0f ? 1 : 2;
-    for (int r = 0; r < roundings; ++r)
+    spark_test_buffer(&xb, dims, x, K, T, K);
+    /* int16 inputs (w4a16: byte planes; w8a16: values in input order) */
+    for (int r = 0; r < spark_test_roundings(trial); ++r)
       for (int four_bit = 0; four_bit <= 1; ++four_bit) {
         const int rounding = r == 0 ? kSparkBF16Inputs : kSparkF16Inputs;
         spark_int16_inputs scalar, vector;
@@ -55,16 +40,8 @@ int spark_test_avx512_inputs_mismatches(unsigned seed, int trials) {
           ++mismatches;
           continue;
         }
-        const size_t cells = (size_t)T * groups;
-        mismatches +=
-            memcmp(scalar.scales, vector.scales, cells * sizeof(float)) != 0 ||
-            (four_bit
-                 ? memcmp(scalar.sums, vector.sums, cells * sizeof(float)) !=
-                           0 ||
-                       memcmp(scalar.bytes, vector.bytes,
-                              cells * 2 * SPARK_AVX512_GROUP) != 0
-                 : memcmp(scalar.values, vector.values,
-                          cells * SPARK_AVX512_GROUP * sizeof(int16_t)) != 0);
+        mismatches += spark_test_int16_differ(
+            &scalar, &vector, (size_t)T * groups, SPARK_AVX512_GROUP, four_bit);
         spark_free_int16(&scalar);
         spark_free_int16(&vector);
       }

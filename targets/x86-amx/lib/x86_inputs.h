@@ -121,6 +121,27 @@ static inline void spark_free_int16(spark_int16_inputs *in) {
   in->bytes = NULL;
 }
 
+/* The buffers of the vector preparations (x86_inputs_avx2.h,
+ * x86_inputs_avx512.h) for `cells` groups of G: scales, and for 4-bit
+ * weights sums and byte planes, else values. Returns 0, or -1 with nothing
+ * allocated. */
+static inline int spark_alloc_int16(spark_int16_inputs *in, size_t cells,
+                                    int G, int four_bit) {
+  in->values = NULL;
+  in->scales = in->sums = NULL;
+  in->bytes = NULL;
+  if (posix_memalign((void **)&in->scales, 64, sizeof(float) * cells) != 0 ||
+      (four_bit &&
+       (posix_memalign((void **)&in->sums, 64, sizeof(float) * cells) != 0 ||
+        posix_memalign((void **)&in->bytes, 64, cells * 2 * G) != 0)) ||
+      (!four_bit && posix_memalign((void **)&in->values, 64,
+                                   cells * G * sizeof(int16_t)) != 0)) {
+    spark_free_int16(in);
+    return -1;
+  }
+  return 0;
+}
+
 /* The T rows of x (f32 [K, T], K % G == 0) rounded (`rounding`), for 4-bit
  * weights (`four_bit`) reordered per group of G into the nibbles' order,
  * then as int16 per group (spark_int16_group); for 4-bit weights also each

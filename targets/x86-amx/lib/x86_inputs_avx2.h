@@ -62,18 +62,8 @@ static inline int spark_prepare_int16_avx2(const halide_buffer_t *x,
   const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
   const int groups = K / G;
   const size_t cells = (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1);
-  in->values = NULL;
-  in->scales = in->sums = NULL;
-  in->bytes = NULL;
-  if (posix_memalign((void **)&in->scales, 64, sizeof(float) * cells) != 0 ||
-      (four_bit &&
-       (posix_memalign((void **)&in->sums, 64, sizeof(float) * cells) != 0 ||
-        posix_memalign((void **)&in->bytes, 64, cells * 2 * G) != 0)) ||
-      (!four_bit && posix_memalign((void **)&in->values, 64,
-                                   cells * G * sizeof(int16_t)) != 0)) {
-    spark_free_int16(in);
+  if (spark_alloc_int16(in, cells, G, four_bit) != 0)
     return -1;
-  }
   /* Within 16 values: the even lanes of each half, then its odd ones. */
   const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));

@@ -94,20 +94,8 @@ static inline int spark_prepare_int16_avx512(const halide_buffer_t *x,
   const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
   const int groups = K / SPARK_AVX512_GROUP;
   const size_t cells = (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1);
-  in->values = NULL;
-  in->scales = in->sums = NULL;
-  in->bytes = NULL;
-  if (posix_memalign((void **)&in->scales, 64, sizeof(float) * cells) != 0 ||
-      (four_bit &&
-       (posix_memalign((void **)&in->sums, 64, sizeof(float) * cells) != 0 ||
-        posix_memalign((void **)&in->bytes, 64,
-                       cells * 2 * SPARK_AVX512_GROUP) != 0)) ||
-      (!four_bit &&
-       posix_memalign((void **)&in->values, 64,
-                      cells * SPARK_AVX512_GROUP * sizeof(int16_t)) != 0)) {
-    spark_free_int16(in);
+  if (spark_alloc_int16(in, cells, SPARK_AVX512_GROUP, four_bit) != 0)
     return -1;
-  }
   const __m512i even = spark_even_lanes(),
                 odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512i exponent = _mm512_set1_epi32(0x7f800000);
