@@ -36,6 +36,9 @@ bool SparkModel::open(const spark_model_def *definition, const std::string &pack
   char message[1024] = "";
   spark_open_params params = spark_open_params_default();
   params.num_threads = options.threads;
+  // The checksums are verified while the tokenizer, the template and the
+  // grammar load and the first prompt runs; that step waits for the verdict.
+  params.verify_checksums = SPARK_VERIFY_IN_BACKGROUND;
   params.error_message = message;
   params.error_message_bytes = sizeof(message);
   if (spark_model_open(definition, pack.c_str(), &params, &model) != SPARK_OK) {
@@ -96,7 +99,11 @@ bool SparkModel::feed(const std::vector<int32_t> &ids, std::string &error) {
     }
   spark_status s = spark_session_eval(session, ids.data(), int32_t(ids.size()), 0, nullptr);
   if (s != SPARK_OK) {
-    error = spark_status_string(s);
+    char message[1024] = "";
+    error = s == SPARK_ERROR_BAD_PACK &&
+                    spark_model_wait_verified(model, message, sizeof(message)) != SPARK_OK
+                ? message
+                : spark_status_string(s);
     return false;
   }
   history.insert(history.end(), ids.begin(), ids.end());
