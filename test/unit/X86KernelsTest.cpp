@@ -72,9 +72,10 @@ using namespace spark;
 
 namespace {
 
-// K: 9 groups of 128 (18 of 64), so the one-token rows run both their
-// eight-group blocks and a tail.
-constexpr int K = 1152, N = 68, XStride = K + 16, OutStride = N + 4;
+// K: 17 groups of 128 (34 of 64), so the one-token rows run both their
+// blocks of groups (eight on AVX2, sixteen in the AVX-512 w4a8 rows) and a
+// tail.
+constexpr int K = 2176, N = 68, XStride = K + 16, OutStride = N + 4;
 
 bool cpuHasAvx2() {
   __builtin_cpu_init();

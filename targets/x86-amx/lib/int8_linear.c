@@ -207,57 +207,80 @@ static inline __mmask16 group_factors(const uint16_t *scales, const float *by,
   return mask;
 }
 
-/* acc after group g of a w4a8 row (`scale`: the group's). */
+/* acc after one group of a w4a8 row: `line` its 64 code bytes, `codes` its
+ * 128 input codes, `scale` the group's scale in every lane. */
 static inline __attribute__((always_inline)) __m512
-w4a8_group(const uint8_t *row, const uint8_t *codes, int g, float scale,
+w4a8_group(const uint8_t *line, const uint8_t *codes, __m512 scale,
            __m512 acc) {
   const __m512i low = _mm512_set1_epi8(0x0f);
-  const uint8_t *line = row + (size_t)g * (kGroup / 2);
   prefetch_line(line);
   const __m512i bytes = _mm512_loadu_si512(line);
   const __m512i even = _mm512_and_si512(bytes, low);
   const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);
-  const uint8_t *c = codes + (size_t)g * kGroup;
-  __m512i dot =
-      _mm512_dpbusd_epi32(_mm512_setzero_si512(), even, _mm512_loadu_si512(c));
-  dot = _mm512_dpbusd_epi32(dot, odd, _mm512_loadu_si512(c + 64));
-  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(scale), acc);
+  __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even,
+                                    _mm512_load_si512(codes));
+  dot = _mm512_dpbusd_epi32(dot, odd, _mm512_load_si512(codes + 64));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc);
 }
 
-/* One token against rows n0..n1-1 (w4a8), in the block's order of sums. The
- * -8 of every code comes off as 8 * the sum over groups of scale * input
- * code sum, 16 groups at a time; two chains of accumulators, even and odd
- * groups, held in registers. */
+/* Row n against one token (w4a8), as a vector whose lane sum is the row's
+ * output before the token's scale: 16 groups at a time, their scales
+ * converted at once and each broadcast from that register (vpermps) into
+ * three accumulators in turn; the -8 of every code comes off in a fourth,
+ * as scale * 8 * the group's sum of input codes (`sums8`). */
+static inline __attribute__((always_inline)) __m512
+w4a8_row(const int8_job *job, int n, const float *sums8) {
+  const int K = job->K, groups = K / kGroup;
+  const uint8_t *row = job->w4 + (size_t)n * (K / 2);
+  const uint16_t *scales = job->group_scales + (size_t)n * groups;
+  prefetch_scales(scales);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  for (int g0 = 0; g0 < groups; g0 += 16) {
+    const int count = groups - g0 < 16 ? groups - g0 : 16;
+    const __mmask16 mask = (__mmask16)((1u << count) - 1u);
+    const __m512 scale = _mm512_cvtph_ps(_mm512_castsi512_si256(
+        _mm512_maskz_loadu_epi16((__mmask32)mask, scales + g0)));
+    acc3 =
+        _mm512_fnmadd_ps(scale, _mm512_maskz_loadu_ps(mask, sums8 + g0), acc3);
+    const uint8_t *line = row + (size_t)g0 * (kGroup / 2);
+    const uint8_t *codes = job->codes + (size_t)g0 * kGroup;
+#define SPARK_W4A8_GROUP(i, acc)                                               \
+  acc = w4a8_group(line + (kGroup / 2) * (i), codes + kGroup * (i),            \
+                   _mm512_permutexvar_ps(_mm512_set1_epi32(i), scale), acc)
+    if (count == 16) {
+      for (int i = 0; i < 15; i += 3) {
+        SPARK_W4A8_GROUP(i, acc0);
+        SPARK_W4A8_GROUP(i + 1, acc1);
+        SPARK_W4A8_GROUP(i + 2, acc2);
+      }
+      SPARK_W4A8_GROUP(15, acc0);
+    } else {
+      for (int g = 0; g < count; ++g)
+        SPARK_W4A8_GROUP(g, acc0);
+    }
+#undef SPARK_W4A8_GROUP
+  }
+  return _mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3));
+}
+
+/* One token against rows n0..n1-1 (w4a8): one row at a time, as one
+ * stream, the lane sums of 4 rows taken at once. */
 static void w4a8_token(const int8_job *job, int n0, int n1) {
   const int K = job->K, groups = K / kGroup;
-  float *sums = (float *)__builtin_alloca(sizeof(float) * (groups + 16));
+  float *sums8 = (float *)__builtin_alloca(sizeof(float) * (groups + 16));
   for (int g = 0; g < groups; ++g)
-    sums[g] = 8.0f * (float)job->group_sums[g];
-  for (int n = n0; n < n1; ++n) {
-    const uint8_t *row = job->w4 + (size_t)n * (K / 2);
-    const uint16_t *scales = job->group_scales + (size_t)n * groups;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, offset = acc0;
-    prefetch_scales(scales);
-    for (int g0 = 0; g0 < groups; g0 += 16) {
-      float factor[16], scale[16];
-      const __mmask16 mask = group_factors(scales, sums, g0, groups, factor);
-      offset = _mm512_add_ps(offset, _mm512_maskz_loadu_ps(mask, factor));
-      _mm512_storeu_ps(
-          scale, _mm512_cvtph_ps(_mm512_castsi512_si256(
-                     _mm512_maskz_loadu_epi16((__mmask32)mask, scales + g0))));
-      const int g1 = g0 + 16 < groups ? g0 + 16 : groups;
-      int g = g0;
-      for (; g + 1 < g1; g += 2) {
-        acc0 = w4a8_group(row, job->codes, g, scale[g - g0], acc0);
-        acc1 = w4a8_group(row, job->codes, g + 1, scale[g + 1 - g0], acc1);
-      }
-      if (g < g1)
-        acc0 = w4a8_group(row, job->codes, g, scale[g - g0], acc0);
-    }
-    job->out[n] = (_mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) -
-                   _mm512_reduce_add_ps(offset)) *
-                  job->token_scales[0];
+    sums8[g] = 8.0f * (float)job->group_sums[g];
+  const float token_scale = job->token_scales[0];
+  int n = n0;
+  for (; n + 4 <= n1; n += 4) {
+    const __m512 a = w4a8_row(job, n, sums8), b = w4a8_row(job, n + 1, sums8);
+    const __m512 c = w4a8_row(job, n + 2, sums8),
+                 d = w4a8_row(job, n + 3, sums8);
+    _mm_storeu_ps(job->out + n, _mm_mul_ps(spark_hsum4_ps(a, b, c, d),
+                                           _mm_set1_ps(token_scale)));
   }
+  for (; n < n1; ++n)
+    job->out[n] = _mm512_reduce_add_ps(w4a8_row(job, n, sums8)) * token_scale;
 }
 
 /* The f32 scales of rows n..n+3, groups g..g+15 (fewer at the end: the
