@@ -32,3 +32,8 @@ if getattr(config, "spark_hexagon_ld", ""):
 import shutil
 if shutil.which("qemu-aarch64-static") and shutil.which("qemu-hexagon-static"):
     config.available_features.add("qemu")
+
+# spark-kernelbench is built on x86-64 hosts only.
+import platform
+if platform.machine() in ("x86_64", "AMD64"):
+    config.available_features.add("x86-host")

@@ -12,12 +12,15 @@
  *
  * A call's tasks are split into one contiguous range per thread (each
  * thread streams its own part of a weight matrix), and a thread that is
- * done takes what is left of the others'. One call uses the pool at a time: a call made while it is busy (another
- * session's step, or a parallel loop inside a task) runs its tasks on the
- * calling thread, in order. Workers are started on the first call that
- * wants them and live as long as the process. Compiled into every model
- * library of the CPU targets (the Hexagon builds are single-threaded). */
+ * done takes what is left of the others'. One call uses the pool at a time: a
+ * call made while it is busy (another session's step, or a parallel loop inside
+ * a task) runs its tasks on the calling thread, in order. Workers are started
+ * on the first call that wants them and live as long as the process. Compiled
+ * into every model library of the CPU targets (the Hexagon builds are
+ * single-threaded). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "HalideRuntime.h"
 
 #include <pthread.h>
@@ -47,7 +50,7 @@ typedef struct pool_job {
   uint8_t *closure;
   int min, size, parts;
   atomic_int next[kMaxWorkers + 1]; /* each range's next task */
-  atomic_int error; /* the first nonzero task result */
+  atomic_int error;                 /* the first nonzero task result */
 } pool_job;
 
 /* Range p: tasks [p * size / parts, (p + 1) * size / parts). */
@@ -65,7 +68,7 @@ static struct {
   _Atomic(pool_job *) job; /* the job of the current generation, or NULL */
   atomic_int active;       /* workers between joining and leaving a job */
   atomic_int sleepers;     /* workers asleep on `wake` */
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -167,7 +170,11 @@ static int pool_do_par_for(void *user_context, halide_task_t task, int min,
     atomic_store(&pool.busy, 0);
     return serial(user_context, task, min, size, closure);
   }
-  pool_job job = {task, user_context, closure, min, size};
+  pool_job job = {.task = task,
+                  .user_context = user_context,
+                  .closure = closure,
+                  .min = min,
+                  .size = size};
   job.parts = threads < size ? threads : size;
   for (int p = 0; p < job.parts; ++p)
     atomic_init(&job.next[p], p == 0 ? 0 : range_end(&job, p - 1));

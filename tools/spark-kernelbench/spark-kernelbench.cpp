@@ -1,0 +1,452 @@
+//===- spark-kernelbench.cpp - decode matrix kernels against memory -------===//
+//
+// Runs the x86 decode (one-token) matrix kernels the model libraries use on
+// this CPU over the 1.7b's decode shapes, each from memory (distinct copies
+// of the matrix filling a pool far larger than the caches) in rounds that
+// alternate with a stream over a buffer of the same size and thread count,
+// and reports the kernel's GB/s, the stream's and the median of the
+// per-round ratios with its quartiles; then the same kernel over one matrix
+// small enough for L2, read again and again (what its instructions allow).
+// On a VM whose bandwidth moves from second to second, the ratio of rounds
+// a few milliseconds apart is the figure to compare before and after a
+// kernel change; spark-bench's roofline column is the whole model's.
+//
+// A developer's benchmark of the kernels in targets/x86-amx/lib, compiled
+// into it with the flags spark-compile gives them; not installed.
+//
+//===----------------------------------------------------------------------===//
+#include "ModelLoader.h"
+
+#include "HalideRuntime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <sys/mman.h>
+#include <vector>
+
+extern "C" {
+int spark_avx2_linear_w8a8(halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *, float, halide_buffer_t *);
+int spark_avx2_linear_w4a8(halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *, float, halide_buffer_t *);
+int spark_avx2_linear_w4a16_xbf16(halide_buffer_t *, halide_buffer_t *,
+                                  halide_buffer_t *, halide_buffer_t *,
+                                  halide_buffer_t *);
+int spark_avx2_linear_w8a16_xbf16(halide_buffer_t *, halide_buffer_t *,
+                                  halide_buffer_t *, halide_buffer_t *);
+int spark_vnni_linear_w8a8(halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *, float, halide_buffer_t *);
+int spark_vnni_linear_w4a8(halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *, float, halide_buffer_t *);
+int spark_vnni_linear_w4a16_xbf16(halide_buffer_t *, halide_buffer_t *,
+                                  halide_buffer_t *, halide_buffer_t *,
+                                  halide_buffer_t *);
+int spark_bf16_linear_w8a16(halide_buffer_t *, halide_buffer_t *,
+                            halide_buffer_t *, halide_buffer_t *);
+void spark_pool_set_threads(int threads);
+
+// What the model libraries take from the Halide runtime: the kernels' parallel
+// loops go to thread_pool.c's pool, as they do in a model library.
+static halide_do_par_for_t customParFor = nullptr;
+int halide_do_par_for(void *userContext, halide_task_t task, int min, int size,
+                      uint8_t *closure) {
+  if (customParFor)
+    return customParFor(userContext, task, min, size, closure);
+  for (int i = min; i < min + size; ++i)
+    if (int rc = task(userContext, i, closure))
+      return rc;
+  return 0;
+}
+int halide_set_num_threads(int threads) { return threads; }
+halide_do_par_for_t halide_set_custom_do_par_for(halide_do_par_for_t f) {
+  halide_do_par_for_t old = customParFor;
+  customParFor = f;
+  return old;
+}
+}
+
+namespace {
+
+const char *const kUsage =
+    "usage: spark-kernelbench [-t|--threads 1,2] [--scheme "
+    "w4a16,w4a8,w8a16,w8a8]\n"
+    "                         [--rounds 20] [--pool-mib 1024]\n"
+    "  Each decode matrix kernel this CPU's model libraries run, at the "
+    "1.7b's\n"
+    "  shapes, against a stream of the same thread count in alternating "
+    "rounds.\n"
+    "  --rounds: measured rounds per row (4 more are run first and "
+    "dropped)\n"
+    "  --pool-mib: MiB of distinct matrix copies read from memory (and of "
+    "the\n"
+    "              stream's buffer); at least 64\n";
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "spark-kernelbench: %s\n", message.c_str());
+  return 1;
+}
+
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// A 2-dimensional (or, extent1 == 0, 1-dimensional) dense buffer.
+struct Buffer {
+  halide_buffer_t b{};
+  halide_dimension_t d[2]{};
+  Buffer(void *host, halide_type_code_t code, int bits, int extent0,
+         int extent1 = 0) {
+    b.host = static_cast<uint8_t *>(host);
+    b.type.code = code;
+    b.type.bits = uint8_t(bits);
+    b.type.lanes = 1;
+    b.dimensions = extent1 > 0 ? 2 : 1;
+    b.dim = d;
+    d[0] = {0, extent0, 1, 0};
+    d[1] = {0, extent1, extent0, 0};
+  }
+};
+
+/// Memory from mmap, in 2 MiB pages where the kernel gives them (as the
+/// weight pack is mapped).
+struct Region {
+  uint8_t *data = nullptr;
+  size_t bytes = 0;
+  explicit Region(size_t size) : bytes(size) {
+    void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return;
+#ifdef MADV_HUGEPAGE
+    madvise(p, size, MADV_HUGEPAGE);
+#endif
+    data = static_cast<uint8_t *>(p);
+  }
+  ~Region() {
+    if (data)
+      munmap(data, bytes);
+  }
+};
+
+struct StreamJob {
+  const uint8_t *base;
+  size_t bytes;
+  int parts;
+  uint64_t sink;
+};
+
+int streamTask(void *, int task, uint8_t *closure) {
+  auto *job = reinterpret_cast<StreamJob *>(closure);
+  typedef long long v8 __attribute__((vector_size(64)));
+  const size_t part = job->bytes / size_t(job->parts) / 256 * 256;
+  const v8 *p = reinterpret_cast<const v8 *>(job->base + part * size_t(task));
+  v8 a = {}, b = {}, c = {}, d = {};
+  for (size_t i = 0; i < part / 64; i += 4) {
+    a += p[i];
+    b += p[i + 1];
+    c += p[i + 2];
+    d += p[i + 3];
+  }
+  v8 s = a + b + c + d;
+  __atomic_fetch_add(&job->sink, uint64_t(s[0] + s[7]), __ATOMIC_RELAXED);
+  return 0;
+}
+
+/// GB/s of one pass over `bytes` at `base`, split over the pool's threads.
+double streamOnce(const uint8_t *base, size_t bytes, int threads) {
+  StreamJob job{base, bytes, threads * 8, 0};
+  double start = now();
+  halide_do_par_for(nullptr, streamTask, 0, job.parts,
+                    reinterpret_cast<uint8_t *>(&job));
+  double seconds = now() - start;
+  return double(bytes / size_t(job.parts) / 256 * 256 * size_t(job.parts)) /
+         seconds / 1e9;
+}
+
+enum class Scheme { W4A16, W4A8, W8A16, W8A8 };
+
+struct SchemeInfo {
+  const char *name;
+  Scheme scheme;
+};
+const SchemeInfo kSchemes[] = {{"w4a16", Scheme::W4A16},
+                               {"w4a8", Scheme::W4A8},
+                               {"w8a16", Scheme::W8A16},
+                               {"w8a8", Scheme::W8A8}};
+
+bool fourBit(Scheme s) { return s == Scheme::W4A16 || s == Scheme::W4A8; }
+
+/// The variant a model library takes on this CPU for decode products.
+enum class Variant { None, Avx2, Avx512 };
+
+Variant cpuVariant() {
+  __builtin_cpu_init();
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+              __builtin_cpu_supports("f16c");
+  bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512cd") &&
+                __builtin_cpu_supports("avx512dq") &&
+                __builtin_cpu_supports("avx512vl") &&
+                __builtin_cpu_supports("avx512vnni") &&
+                __builtin_cpu_supports("avx512bf16");
+  return avx512 ? Variant::Avx512 : avx2 ? Variant::Avx2 : Variant::None;
+}
+
+/// One matrix of the 1.7b's decode step.
+struct Shape {
+  const char *what;
+  int K, N;
+};
+const Shape kShapes[] = {
+    {"gate/up", 2048, 13312}, {"down", 6656, 2048}, {"head", 2048, 131072}};
+
+/// One kernel at one shape: the matrix copies, the side tensors and a call.
+class KernelCase {
+public:
+  KernelCase(Scheme scheme, Variant variant, const Shape &shape,
+             size_t poolBytes)
+      : scheme(scheme), variant(variant), K(shape.K), N(shape.N),
+        matrixBytes(fourBit(scheme) ? size_t(N) * K / 2 : size_t(N) * K),
+        copies(int(std::max<size_t>(1, poolBytes / matrixBytes))),
+        pool(matrixBytes * size_t(copies)), x(size_t(K)), out(size_t(N)),
+        groupSides(size_t(N) * (K / 128)), rowScales(size_t(N), 0.001f) {
+    if (!pool.data)
+      return;
+    // Codes in range for every scheme (int8 within +-127, any nibble).
+    uint32_t state = 12345;
+    for (size_t i = 0; i < pool.bytes; ++i) {
+      state = state * 1664525u + 1013904223u;
+      pool.data[i] = uint8_t(state >> 24) & (fourBit(scheme) ? 0xff : 0x7f);
+    }
+    for (int k = 0; k < K; ++k)
+      x[size_t(k)] = float((k * 37) % 101 - 50) * 0.013f;
+    for (size_t i = 0; i < groupSides.size(); ++i)
+      groupSides[i] = uint16_t(0x2000 + i % 97); // small positive f16
+  }
+  bool ok() const { return pool.data != nullptr; }
+  const char *kernelName() const {
+    bool v = variant == Variant::Avx512;
+    switch (scheme) {
+    case Scheme::W4A16:
+      return v ? "spark_vnni_linear_w4a16_xbf16"
+               : "spark_avx2_linear_w4a16_xbf16";
+    case Scheme::W4A8:
+      return v ? "spark_vnni_linear_w4a8" : "spark_avx2_linear_w4a8";
+    case Scheme::W8A16:
+      return v ? "spark_bf16_linear_w8a16" : "spark_avx2_linear_w8a16_xbf16";
+    case Scheme::W8A8:
+      return v ? "spark_vnni_linear_w8a8" : "spark_avx2_linear_w8a8";
+    }
+    return "";
+  }
+  /// Bytes one call reads from memory: the codes and their side tensors.
+  size_t bytesPerCall() const {
+    size_t groups = size_t(N) * (K / 128) * 2; // f16 scales
+    switch (scheme) {
+    case Scheme::W4A16:
+      return matrixBytes + 2 * groups; // and zero points
+    case Scheme::W4A8:
+      return matrixBytes + groups;
+    default:
+      return matrixBytes + size_t(N) * 4;
+    }
+  }
+  int copyCount() const { return copies; }
+  /// Runs copy `c` of the matrix against the token; 0 on success.
+  int call(int c) {
+    uint8_t *w = pool.data + matrixBytes * size_t(c % copies);
+    Buffer xb(x.data(), halide_type_float, 32, K, 1);
+    Buffer ob(out.data(), halide_type_float, 32, N, 1);
+    Buffer wb(w, fourBit(scheme) ? halide_type_uint : halide_type_int, 8,
+              fourBit(scheme) ? K / 2 : K, N);
+    Buffer gb(groupSides.data(), halide_type_float, 16, K / 128, N);
+    Buffer rb(rowScales.data(), halide_type_float, 32, N);
+    bool v = variant == Variant::Avx512;
+    switch (scheme) {
+    case Scheme::W4A16:
+      return v ? spark_vnni_linear_w4a16_xbf16(&xb.b, &wb.b, &gb.b, &gb.b,
+                                               &ob.b)
+               : spark_avx2_linear_w4a16_xbf16(&xb.b, &wb.b, &gb.b, &gb.b,
+                                               &ob.b);
+    case Scheme::W4A8:
+      return v ? spark_vnni_linear_w4a8(&xb.b, &wb.b, &gb.b, 0.0f, &ob.b)
+               : spark_avx2_linear_w4a8(&xb.b, &wb.b, &gb.b, 0.0f, &ob.b);
+    case Scheme::W8A16:
+      return v ? spark_bf16_linear_w8a16(&xb.b, &wb.b, &rb.b, &ob.b)
+               : spark_avx2_linear_w8a16_xbf16(&xb.b, &wb.b, &rb.b, &ob.b);
+    case Scheme::W8A8:
+      return v ? spark_vnni_linear_w8a8(&xb.b, &wb.b, &rb.b, 0.0f, &ob.b)
+               : spark_avx2_linear_w8a8(&xb.b, &wb.b, &rb.b, 0.0f, &ob.b);
+    }
+    return -1;
+  }
+
+private:
+  Scheme scheme;
+  Variant variant;
+  int K, N;
+  size_t matrixBytes;
+  int copies;
+  Region pool;
+  std::vector<float> x, out;
+  std::vector<uint16_t> groupSides;
+  std::vector<float> rowScales;
+};
+
+double median(std::vector<double> v, double at) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(at * double(v.size())))];
+}
+
+/// A comma-separated list of integers >= 1; "" on success, else why not.
+std::string parseThreads(const std::string &text, std::vector<int> &out) {
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, ',');) {
+    char *end = nullptr;
+    long value = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || value < 1 || value > 64)
+      return "--threads: '" + item + "' is not a thread count from 1 to 64";
+    out.push_back(int(value));
+  }
+  return out.empty() ? "--threads: expected a comma-separated list" : "";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> storage;
+  for (int i = 0; i < argc; ++i)
+    storage.push_back(std::string(argv[i]) == "-t" ? "--threads" : argv[i]);
+  std::vector<char *> normalized;
+  for (std::string &s : storage)
+    normalized.push_back(s.data());
+  spark::Arguments args(int(normalized.size()), normalized.data(),
+                        {{"threads", true},
+                         {"scheme", true},
+                         {"rounds", true},
+                         {"pool-mib", true},
+                         {"help", false}});
+  if (args.has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  long long rounds = args.getInt("rounds", 20);
+  long long poolMiB = args.getInt("pool-mib", 1024);
+  if (!args.error().empty())
+    return fail(args.error() + "\n" + kUsage);
+  if (!args.positional().empty())
+    return fail("takes no positional argument ('" + args.positional()[0] +
+                "')\n" + kUsage);
+  if (rounds < 1 || rounds > 1000)
+    return fail("--rounds: expected 1 to 1000, got " + std::to_string(rounds));
+  if (poolMiB < 64 || poolMiB > (1 << 20))
+    return fail("--pool-mib: expected at least 64 (the pool must be larger "
+                "than the caches), got " +
+                std::to_string(poolMiB));
+  std::vector<int> threadCounts;
+  if (std::string e = parseThreads(args.get("threads", "1,2"), threadCounts);
+      !e.empty())
+    return fail(e);
+  std::vector<SchemeInfo> schemes;
+  {
+    std::stringstream list(args.get("scheme", "w4a16,w4a8,w8a16,w8a8"));
+    for (std::string item; std::getline(list, item, ',');) {
+      auto it =
+          std::find_if(std::begin(kSchemes), std::end(kSchemes),
+                       [&](const SchemeInfo &s) { return item == s.name; });
+      if (it == std::end(kSchemes))
+        return fail("--scheme: '" + item +
+                    "' is not one of w4a16, w4a8, w8a16, w8a8");
+      schemes.push_back(*it);
+    }
+  }
+  Variant variant = cpuVariant();
+  if (variant == Variant::None)
+    return fail("this CPU has no AVX2, FMA and F16C: there are no x86 matrix "
+                "kernels to measure");
+  std::printf("variant: %s (the decode kernels a model library runs on this "
+              "CPU)\n\n",
+              variant == Variant::Avx512 ? "x86-avx512bf16" : "x86-avx2");
+  const size_t poolBytes = size_t(poolMiB) << 20;
+  Region stream(poolBytes);
+  if (!stream.data)
+    return fail("cannot map " + std::to_string(poolMiB) +
+                " MiB for the stream; use a smaller --pool-mib");
+  std::memset(stream.data, 1, stream.bytes);
+  const size_t roundBytes = std::min<size_t>(poolBytes / 4, size_t(256) << 20);
+
+  std::printf("| scheme | kernel | matrix | K | N | threads | from memory "
+              "GB/s | stream GB/s | median %% of stream (q1-q3) | from L2 "
+              "GB/s |\n");
+  std::printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | "
+              "---: |\n");
+  for (const SchemeInfo &s : schemes)
+    for (const Shape &shape : kShapes) {
+      KernelCase memory(s.scheme, variant, shape, poolBytes);
+      // One matrix of at most 512 KiB of codes, read again and again.
+      Shape small{shape.what, shape.K,
+                  std::max(4, int((512 << 10) /
+                                  (fourBit(s.scheme) ? shape.K / 2 : shape.K)) /
+                                  4 * 4)};
+      KernelCase cached(s.scheme, variant, small, 1);
+      if (!memory.ok() || !cached.ok())
+        return fail("cannot map " + std::to_string(poolMiB) +
+                    " MiB of matrix copies; use a smaller --pool-mib");
+      for (int threads : threadCounts) {
+        spark_pool_set_threads(threads);
+        const int calls =
+            int(std::max<size_t>(1, roundBytes / memory.bytesPerCall()));
+        std::vector<double> kernelRates, streamRates, ratios;
+        size_t streamAt = 0;
+        int next = 0;
+        for (long long round = 0; round < rounds + 4; ++round) {
+          if (streamAt + roundBytes > stream.bytes)
+            streamAt = 0;
+          double s1 = streamOnce(stream.data + streamAt, roundBytes, threads);
+          streamAt += roundBytes;
+          double start = now();
+          for (int c = 0; c < calls; ++c)
+            if (memory.call(next++) != 0)
+              return fail(std::string(memory.kernelName()) +
+                          " refused the shape K = " + std::to_string(shape.K) +
+                          ", N = " + std::to_string(shape.N));
+          double k =
+              double(memory.bytesPerCall()) * calls / (now() - start) / 1e9;
+          if (round >= 4) {
+            kernelRates.push_back(k);
+            streamRates.push_back(s1);
+            ratios.push_back(k / s1);
+          }
+        }
+        // From L2: as many calls as read the same number of bytes.
+        const int cachedCalls =
+            int(std::max<size_t>(1, roundBytes / cached.bytesPerCall()));
+        double bestCached = 0;
+        for (int rep = 0; rep < 3; ++rep) {
+          double start = now();
+          for (int c = 0; c < cachedCalls; ++c)
+            cached.call(0);
+          bestCached =
+              std::max(bestCached, double(cached.bytesPerCall()) * cachedCalls /
+                                       (now() - start) / 1e9);
+        }
+        std::printf("| %s | %s | %s | %d | %d | %d | %.1f | %.1f | %.0f%% "
+                    "(%.0f-%.0f%%) | %.1f |\n",
+                    s.name, memory.kernelName(), shape.what, shape.K, shape.N,
+                    threads, median(kernelRates, 0.5), median(streamRates, 0.5),
+                    100 * median(ratios, 0.5), 100 * median(ratios, 0.25),
+                    100 * median(ratios, 0.75), bestCached);
+        std::fflush(stdout);
+      }
+    }
+  return 0;
+}
