@@ -184,21 +184,44 @@ const SchemeInfo kSchemes[] = {{"w4a16", Scheme::W4A16},
 
 bool fourBit(Scheme s) { return s == Scheme::W4A16 || s == Scheme::W4A8; }
 
-/// The variant a model library takes on this CPU for decode products.
-enum class Variant { None, Avx2, Avx512 };
+/// The variant a model library takes on this CPU (X86Schedules.cpp) for
+/// decode products.
+enum class Variant { None, Avx2, Avx512Vnni, Avx512 };
 
 Variant cpuVariant() {
   __builtin_cpu_init();
   bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
               __builtin_cpu_supports("f16c");
-  bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
-                __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512cd") &&
-                __builtin_cpu_supports("avx512dq") &&
-                __builtin_cpu_supports("avx512vl") &&
-                __builtin_cpu_supports("avx512vnni") &&
-                __builtin_cpu_supports("avx512bf16");
-  return avx512 ? Variant::Avx512 : avx2 ? Variant::Avx2 : Variant::None;
+  bool vnni = avx2 && __builtin_cpu_supports("avx512f") &&
+              __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512cd") &&
+              __builtin_cpu_supports("avx512dq") &&
+              __builtin_cpu_supports("avx512vl") &&
+              __builtin_cpu_supports("avx512vnni");
+  if (vnni)
+    return __builtin_cpu_supports("avx512bf16") ? Variant::Avx512
+                                                : Variant::Avx512Vnni;
+  return avx2 ? Variant::Avx2 : Variant::None;
+}
+
+const char *variantName(Variant v) {
+  switch (v) {
+  case Variant::Avx512:
+    return "x86-avx512bf16";
+  case Variant::Avx512Vnni:
+    return "x86-avx512vnni";
+  case Variant::Avx2:
+    return "x86-avx2";
+  case Variant::None:
+    break;
+  }
+  return "none";
+}
+
+/// Whether the variant has a hand-written decode kernel for the scheme (the
+/// avx512vnni variant runs w8a16 on Halide's).
+bool hasKernel(Variant v, Scheme s) {
+  return !(v == Variant::Avx512Vnni && s == Scheme::W8A16);
 }
 
 /// One matrix of the 1.7b's decode step.
@@ -234,7 +257,7 @@ public:
   }
   bool ok() const { return pool.data != nullptr; }
   const char *kernelName() const {
-    bool v = variant == Variant::Avx512;
+    bool v = variant != Variant::Avx2;
     switch (scheme) {
     case Scheme::W4A16:
       return v ? "spark_vnni_linear_w4a16_xbf16"
@@ -270,7 +293,7 @@ public:
               fourBit(scheme) ? K / 2 : K, N);
     Buffer gb(groupSides.data(), halide_type_float, 16, K / 128, N);
     Buffer rb(rowScales.data(), halide_type_float, 32, N);
-    bool v = variant == Variant::Avx512;
+    bool v = variant != Variant::Avx2;
     switch (scheme) {
     case Scheme::W4A16:
       return v ? spark_vnni_linear_w4a16_xbf16(&xb.b, &wb.b, &gb.b, &gb.b,
@@ -302,9 +325,14 @@ private:
   std::vector<float> rowScales;
 };
 
-double median(std::vector<double> v, double at) {
+/// The quantile `at` (0.5: the median) of v, interpolated between the two
+/// nearest values.
+double quantile(std::vector<double> v, double at) {
   std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(at * double(v.size())))];
+  double pos = at * double(v.size() - 1);
+  size_t lo = size_t(pos);
+  size_t hi = std::min(v.size() - 1, lo + 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
 }
 
 /// A comma-separated list of integers >= 1; "" on success, else why not.
@@ -375,7 +403,7 @@ int main(int argc, char **argv) {
                 "kernels to measure");
   std::printf("variant: %s (the decode kernels a model library runs on this "
               "CPU)\n\n",
-              variant == Variant::Avx512 ? "x86-avx512bf16" : "x86-avx2");
+              variantName(variant));
   const size_t poolBytes = size_t(poolMiB) << 20;
   Region stream(poolBytes);
   if (!stream.data)
@@ -389,8 +417,15 @@ int main(int argc, char **argv) {
               "GB/s |\n");
   std::printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | "
               "---: |\n");
+  std::string notes;
   for (const SchemeInfo &s : schemes)
     for (const Shape &shape : kShapes) {
+      if (!hasKernel(variant, s.scheme)) {
+        if (&shape == kShapes)
+          notes += std::string(s.name) + ": the " + variantName(variant) +
+                   " variant runs Halide's kernel (not measured here)\n";
+        continue;
+      }
       KernelCase memory(s.scheme, variant, shape, poolBytes);
       // One matrix of at most 512 KiB of codes, read again and again.
       Shape small{shape.what, shape.K,
@@ -442,11 +477,14 @@ int main(int argc, char **argv) {
         std::printf("| %s | %s | %s | %d | %d | %d | %.1f | %.1f | %.0f%% "
                     "(%.0f-%.0f%%) | %.1f |\n",
                     s.name, memory.kernelName(), shape.what, shape.K, shape.N,
-                    threads, median(kernelRates, 0.5), median(streamRates, 0.5),
-                    100 * median(ratios, 0.5), 100 * median(ratios, 0.25),
-                    100 * median(ratios, 0.75), bestCached);
+                    threads, quantile(kernelRates, 0.5),
+                    quantile(streamRates, 0.5), 100 * quantile(ratios, 0.5),
+                    100 * quantile(ratios, 0.25), 100 * quantile(ratios, 0.75),
+                    bestCached);
         std::fflush(stdout);
       }
     }
+  if (!notes.empty())
+    std::printf("\n%s", notes.c_str());
   return 0;
 }
