@@ -2,7 +2,8 @@
 //
 // Runs the x86 decode (one-token) matrix kernels the model libraries use on
 // this CPU over the 1.7b's decode shapes, each from memory (distinct copies
-// of the matrix filling a pool far larger than the caches) in rounds that
+// of the matrix with its scales, laid out as the weight pack lays them out,
+// filling a pool far larger than the caches) in rounds that
 // alternate with a stream over a buffer of the same size and thread count,
 // and reports the kernel's GB/s, the stream's and the median of the
 // per-round ratios with its quartiles; then the same kernel over one matrix
@@ -12,7 +13,8 @@
 // kernel change; spark-bench's roofline column is the whole model's.
 //
 // A developer's benchmark of the kernels in targets/x86-amx/lib, compiled
-// into it with the flags spark-compile gives them; not installed.
+// into it as spark-compile compiles them (clang-22, -O2, the same flags);
+// not installed.
 //
 //===----------------------------------------------------------------------===//
 #include "ModelLoader.h"
@@ -233,27 +235,48 @@ const Shape kShapes[] = {
     {"gate/up", 2048, 13312}, {"down", 6656, 2048}, {"head", 2048, 131072}};
 
 /// One kernel at one shape: the matrix copies, the side tensors and a call.
+/// Copies of one matrix of the 1.7b, each laid out as the weight pack lays
+/// out a matrix (its side tensors, the f16 group scales and zero points of
+/// 4-bit codes or the f32 row scales of 8-bit ones, then its codes, each
+/// 4 KiB aligned), one after the other, so that the calls read every byte
+/// from memory and what a kernel prefetches past its codes is the next
+/// matrix's side tensors, as in a model's step.
 class KernelCase {
 public:
   KernelCase(Scheme scheme, Variant variant, const Shape &shape,
              size_t poolBytes)
       : scheme(scheme), variant(variant), K(shape.K), N(shape.N),
-        matrixBytes(fourBit(scheme) ? size_t(N) * K / 2 : size_t(N) * K),
-        copies(int(std::max<size_t>(1, poolBytes / matrixBytes))),
-        pool(matrixBytes * size_t(copies)), x(size_t(K)), out(size_t(N)),
-        groupSides(size_t(N) * (K / 128)), rowScales(size_t(N), 0.001f) {
+        codeBytes(fourBit(scheme) ? size_t(N) * K / 2 : size_t(N) * K),
+        sideBytes(fourBit(scheme) ? size_t(N) * (K / 128) * 2 : size_t(N) * 4),
+        sides(scheme == Scheme::W4A16 ? 2 : 1),
+        slotBytes(aligned(sideBytes) * size_t(sides) + aligned(codeBytes)),
+        copies(int(std::max<size_t>(1, poolBytes / slotBytes))),
+        pool(slotBytes * size_t(copies)), x(size_t(K)), out(size_t(N)) {
     if (!pool.data)
       return;
     // Codes in range for every scheme (int8 within +-127, any nibble).
     uint32_t state = 12345;
-    for (size_t i = 0; i < pool.bytes; ++i) {
-      state = state * 1664525u + 1013904223u;
-      pool.data[i] = uint8_t(state >> 24) & (fourBit(scheme) ? 0xff : 0x7f);
+    for (int c = 0; c < copies; ++c) {
+      uint8_t *w = codes(c);
+      for (size_t i = 0; i < codeBytes; ++i) {
+        state = state * 1664525u + 1013904223u;
+        w[i] = uint8_t(state >> 24) & (fourBit(scheme) ? 0xff : 0x7f);
+      }
+      for (int side = 0; side < sides; ++side) {
+        uint8_t *at = slot(c) + aligned(sideBytes) * size_t(side);
+        if (fourBit(scheme)) { // small positive f16
+          uint16_t *h = reinterpret_cast<uint16_t *>(at);
+          for (size_t i = 0; i < sideBytes / 2; ++i)
+            h[i] = uint16_t(0x2000 + i % 97);
+        } else {
+          float *f = reinterpret_cast<float *>(at);
+          for (size_t i = 0; i < sideBytes / 4; ++i)
+            f[i] = 0.001f;
+        }
+      }
     }
     for (int k = 0; k < K; ++k)
       x[size_t(k)] = float((k * 37) % 101 - 50) * 0.013f;
-    for (size_t i = 0; i < groupSides.size(); ++i)
-      groupSides[i] = uint16_t(0x2000 + i % 97); // small positive f16
   }
   bool ok() const { return pool.data != nullptr; }
   const char *kernelName() const {
@@ -272,33 +295,23 @@ public:
     return "";
   }
   /// Bytes one call reads from memory: the codes and their side tensors.
-  size_t bytesPerCall() const {
-    size_t groups = size_t(N) * (K / 128) * 2; // f16 scales
-    switch (scheme) {
-    case Scheme::W4A16:
-      return matrixBytes + 2 * groups; // and zero points
-    case Scheme::W4A8:
-      return matrixBytes + groups;
-    default:
-      return matrixBytes + size_t(N) * 4;
-    }
-  }
-  int copyCount() const { return copies; }
+  size_t bytesPerCall() const { return codeBytes + sideBytes * size_t(sides); }
   /// Runs copy `c` of the matrix against the token; 0 on success.
   int call(int c) {
-    uint8_t *w = pool.data + matrixBytes * size_t(c % copies);
+    c %= copies;
     Buffer xb(x.data(), halide_type_float, 32, K, 1);
     Buffer ob(out.data(), halide_type_float, 32, N, 1);
-    Buffer wb(w, fourBit(scheme) ? halide_type_uint : halide_type_int, 8,
+    Buffer wb(codes(c), fourBit(scheme) ? halide_type_uint : halide_type_int, 8,
               fourBit(scheme) ? K / 2 : K, N);
-    Buffer gb(groupSides.data(), halide_type_float, 16, K / 128, N);
-    Buffer rb(rowScales.data(), halide_type_float, 32, N);
+    Buffer gb(slot(c), halide_type_float, 16, K / 128, N);
+    Buffer zb(slot(c) + aligned(sideBytes), halide_type_float, 16, K / 128, N);
+    Buffer rb(slot(c), halide_type_float, 32, N);
     bool v = variant != Variant::Avx2;
     switch (scheme) {
     case Scheme::W4A16:
-      return v ? spark_vnni_linear_w4a16_xbf16(&xb.b, &wb.b, &gb.b, &gb.b,
+      return v ? spark_vnni_linear_w4a16_xbf16(&xb.b, &wb.b, &gb.b, &zb.b,
                                                &ob.b)
-               : spark_avx2_linear_w4a16_xbf16(&xb.b, &wb.b, &gb.b, &gb.b,
+               : spark_avx2_linear_w4a16_xbf16(&xb.b, &wb.b, &gb.b, &zb.b,
                                                &ob.b);
     case Scheme::W4A8:
       return v ? spark_vnni_linear_w4a8(&xb.b, &wb.b, &gb.b, 0.0f, &ob.b)
@@ -314,15 +327,21 @@ public:
   }
 
 private:
+  static size_t aligned(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+  uint8_t *slot(int c) const { return pool.data + slotBytes * size_t(c); }
+  uint8_t *codes(int c) const {
+    return slot(c) + aligned(sideBytes) * size_t(sides);
+  }
+
   Scheme scheme;
   Variant variant;
   int K, N;
-  size_t matrixBytes;
+  size_t codeBytes, sideBytes; // one copy's codes, one side tensor
+  int sides;                   // side tensors: 2 for w4a16, else 1
+  size_t slotBytes;            // one copy, aligned
   int copies;
   Region pool;
   std::vector<float> x, out;
-  std::vector<uint16_t> groupSides;
-  std::vector<float> rowScales;
 };
 
 /// The quantile `at` (0.5: the median) of v, interpolated between the two
