@@ -25,6 +25,10 @@
 #endif
 #endif
 
+/* The pack's layout as docs/pack-format.md gives it, on every target. */
+_Static_assert(sizeof(spark_pack_header) == 96, "spark_pack_header changed");
+_Static_assert(sizeof(spark_pack_entry) == 168, "spark_pack_entry changed");
+
 typedef struct verify_job verify_job;
 
 struct spark_model {
