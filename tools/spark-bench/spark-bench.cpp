@@ -9,11 +9,12 @@
 // (RssAnon, not VmRSS: the weights are a file mapping and do not count).
 //
 // Beside each tg row: the read bandwidth of this machine measured in the same
-// run with the same thread count (a stream over a 1 GiB buffer, just before
-// that thread count's rows), the bytes one decode step reads (the weights the
-// manifest's decode_weight_bytes names, plus the cache positions attention
-// reads, averaged over the run) and the decode speed as a share of the
-// roofline, bandwidth / bytes per token. A benchmark, not a test: quote
+// run with the same thread count (a stream over a 1 GiB buffer, right before
+// each measured repetition of the row and after the last: on a shared VM the
+// bandwidth moves from second to second), the bytes one decode step reads (the
+// weights the manifest's decode_weight_bytes names, plus the cache positions
+// attention reads, averaged over the run) and the decode speed as a share of
+// the roofline, bandwidth / bytes per token. A benchmark, not a test: quote
 // ratios measured in one run.
 //
 //===----------------------------------------------------------------------===//
@@ -414,7 +415,9 @@ int main(int argc, char **argv) {
     std::string test;
     Stats speed;
     int depth = -1;       // tg rows: the prefilled positions
-    double bandwidth = 0; // GB/s, this thread count's probe
+    double bandwidth = 0; // GB/s, the mean of the row's probes
+    double bandwidthMin = 0, bandwidthMax = 0;
+    int probes = 0;
     double bytesPerToken = 0;
   };
   std::vector<Row> rows;
@@ -439,19 +442,20 @@ int main(int argc, char **argv) {
   spark_model_info info{};
   // Copies: info's strings live in the library, unloaded after each run.
   std::string target, dispatch;
+  // The probe's buffer is mapped for each probe and freed after it: never
+  // in the RSS figures. 0 if it cannot be mapped.
+  auto probeNow = [](int threads) {
+    ProbeBuffer buffer;
+    return buffer.size() ? streamBandwidth(buffer, threads) : 0.0;
+  };
+  auto probeFailed = [] {
+    std::fprintf(stderr,
+                 "spark-bench: cannot map 1 GiB for the bandwidth probe (%s); "
+                 "run with --no-bandwidth\n",
+                 std::strerror(errno));
+    return 1;
+  };
   for (int threads : threadCounts) {
-    double bandwidth = 0;
-    if (probe) { // freed before the model loads: not in the RSS figures
-      ProbeBuffer buffer;
-      if (buffer.size() == 0) {
-        std::fprintf(stderr,
-                     "spark-bench: cannot map 1 GiB for the bandwidth probe "
-                     "(%s); run with --no-bandwidth\n",
-                     std::strerror(errno));
-        return 1;
-      }
-      bandwidth = streamBandwidth(buffer, threads);
-    }
     spark::LoadedModel loaded;
     spark_open_params params = spark_open_params_default();
     params.num_threads = threads;
@@ -547,8 +551,13 @@ int main(int argc, char **argv) {
                                                     snapshot.size()))
           return fail(std::string("snapshot: ") + spark_status_string(s));
       }
-      std::vector<double> tg;
+      std::vector<double> tg, bandwidths;
       for (long long r = 0; r <= reps; ++r) {
+        if (probe && r > 0) { // right before each measured repetition
+          bandwidths.push_back(probeNow(threads));
+          if (bandwidths.back() == 0)
+            return probeFailed();
+        }
         spark_status restored =
             depth > 0 ? spark_session_restore(session, snapshot.data(),
                                               snapshot.size())
@@ -561,6 +570,11 @@ int main(int argc, char **argv) {
             return fail(std::string("decode: ") + spark_status_string(s));
         if (r > 0)
           tg.push_back(double(gen) / (now() - t0));
+      }
+      if (probe) { // and after the last
+        bandwidths.push_back(probeNow(threads));
+        if (bandwidths.back() == 0)
+          return probeFailed();
       }
       size_t anon = rssAnon();
       peakAnon = std::max(peakAnon,
@@ -579,7 +593,14 @@ int main(int argc, char **argv) {
                   (depth ? " @ d" + std::to_string(depth) : ""),
               stats(tg)};
       row.depth = depth;
-      row.bandwidth = bandwidth;
+      if (!bandwidths.empty()) {
+        row.bandwidth = stats(bandwidths).mean;
+        row.bandwidthMin =
+            *std::min_element(bandwidths.begin(), bandwidths.end());
+        row.bandwidthMax =
+            *std::max_element(bandwidths.begin(), bandwidths.end());
+        row.probes = int(bandwidths.size());
+      }
       row.bytesPerToken = double(weightBytes) + cacheBytes / double(gen);
       rows.push_back(row);
     }
@@ -669,7 +690,13 @@ int main(int argc, char **argv) {
         std::fprintf(f, ", \"depth\": %d, \"bytes_per_token\": %.0f", row.depth,
                      row.bytesPerToken);
         if (probe)
-          std::fprintf(f, ", \"read_gb_per_second\": %.3f", row.bandwidth);
+          std::fprintf(f,
+                       ", \"read_gb_per_second\": %.3f, "
+                       "\"read_gb_per_second_min\": %.3f, "
+                       "\"read_gb_per_second_max\": %.3f, "
+                       "\"bandwidth_probes\": %d",
+                       row.bandwidth, row.bandwidthMin, row.bandwidthMax,
+                       row.probes);
         if (roofline)
           std::fprintf(f, ", \"roofline_fraction\": %.4f",
                        row.speed.mean * row.bytesPerToken /
