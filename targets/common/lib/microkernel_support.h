@@ -86,6 +86,24 @@ static inline int spark_quantize_rows(const halide_buffer_t *x,
  *     12 KiB). */
 enum { kSparkPrefetchAvx2 = 1536, kSparkPrefetchAvx512 = 12288 };
 
+/* The one-row-at-a-time AVX-512 decode rows (w8a8, w4a8, w8a16, bf16) on
+ * AMD cores: 6 KiB. AMD EPYC Zen 5 (2-core VM, 2026-12-03), 1.7b tg64 A/B
+ * against 12 KiB, builds run in turn: one thread 1.04-1.24x (w8a8, 10
+ * rounds), 1.05-1.09x (w4a8), 1.01-1.07x (w8a16); two threads 0.94-1.14x
+ * (1.01x on average). The w4a16 tiles keep kSparkPrefetchAvx512 (two threads
+ * 0.94-0.99x with 6 KiB). */
+enum { kSparkPrefetchAvx512Amd = 6144 };
+
+#if defined(__x86_64__) || defined(__i386__)
+/* The distance the AVX-512 decode rows prefetch at on this CPU, taken once
+ * per call into the kernel's job. */
+static inline int spark_prefetch_avx512_rows(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd") ? kSparkPrefetchAvx512Amd
+                                 : kSparkPrefetchAvx512;
+}
+#endif
+
 /* Into every cache level (prefetcht0): the AVX2 kernels. */
 static inline void spark_prefetch_ahead(const void *line, int ahead) {
   __builtin_prefetch((const char *)line + ahead, 0, 3);

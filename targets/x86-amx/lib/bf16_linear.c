@@ -8,8 +8,8 @@
  * (exact). Each task takes a block of rows. bf16 decode and w8a16
  * decode (int16 inputs on vpdpwssd, as avx2_linear.c takes them) read one
  * row at a time as one stream, each line requested into L2
- * kSparkPrefetchAvx512 ahead; prefill runs register tiles: bf16 4 rows x 6
- * tokens on f32 FMAs, w8a16 4 x 3 on vpdpwssd (K % 128 != 0: 4 x 4 on
+ * spark_prefetch_avx512_rows() ahead; prefill runs register tiles: bf16 4 rows
+ * x 6 tokens on f32 FMAs, w8a16 4 x 3 on vpdpwssd (K % 128 != 0: 4 x 4 on
  * vdpbf16ps). (w4a16 with bf16 inputs is int8_linear.c's.) Needs
  * K % 32 == 0.
  * Compiled with -mavx512f -mavx512bw -mavx512bf16 -mavx512vnni -mf16c;
@@ -37,6 +37,7 @@ typedef struct bf16_job {
   const float *x16_scales; /* [K / kInputGroup]: each group's power of two */
   float *out;              /* [T][out_stride] */
   int K, N, T, out_stride, rows_per_task;
+  int ahead; /* decode: spark_prefetch_avx512_rows() */
 } bf16_job;
 
 /* w8a16 decode's scaling group of int16 inputs (as avx2_linear.c's). */
@@ -106,7 +107,7 @@ static float *to_bf16_pairs(const halide_buffer_t *x) {
 }
 
 /* One token against the int8 rows n0..n1-1 (w8a16 decode): one row at a
- * time, as one stream, each line requested into L2 kSparkPrefetchAvx512 ahead.
+ * time, as one stream, each line requested into L2 `ahead` bytes ahead.
  * The codes are widened to int16 (vpmovsxbw) and multiplied with the int16
  * inputs by vpdpwssd into exact int32 sums, one per group of kInputGroup,
  * scaled by the group's power of two: two instructions per 32 codes (the
@@ -115,8 +116,8 @@ static inline __attribute__((always_inline)) __m512
 w8_group(const bf16_job *job, const int8_t *row, int g, __m512 acc) {
   const int8_t *line = row + (size_t)g * kInputGroup;
   const int16_t *x = job->x16 + (size_t)g * kInputGroup;
-  spark_prefetch_l2_ahead(line, kSparkPrefetchAvx512);
-  spark_prefetch_l2_ahead(line + 64, kSparkPrefetchAvx512);
+  spark_prefetch_l2_ahead(line, job->ahead);
+  spark_prefetch_l2_ahead(line + 64, job->ahead);
   __m512i dot0 = _mm512_setzero_si512(), dot1 = dot0;
   for (int q = 0; q < kInputGroup / 32; q += 2) {
     dot0 = _mm512_dpwssd_epi32(dot0,
@@ -313,7 +314,7 @@ static void bf16_rows(const bf16_job *job, int n0, int n1) {
 }
 
 /* One token against the bf16 rows n0..n1-1 (bf16 decode): one row at a time,
- * as one stream, each line requested into L2 kSparkPrefetchAvx512 ahead, two
+ * as one stream, each line requested into L2 `ahead` bytes ahead, two
  * accumulator chains (even and odd 32-weight vectors). Rows read 4 at a time
  * without a prefetch streamed at 53-62% of the roofline on an Intel Xeon. */
 static void bf16_token(const bf16_job *job, int n0, int n1) {
@@ -323,8 +324,8 @@ static void bf16_token(const bf16_job *job, int n0, int n1) {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
     int k = 0;
     for (; k + 64 <= K; k += 64) {
-      spark_prefetch_l2_ahead(row + k, kSparkPrefetchAvx512);
-      spark_prefetch_l2_ahead(row + k + 32, kSparkPrefetchAvx512);
+      spark_prefetch_l2_ahead(row + k, job->ahead);
+      spark_prefetch_l2_ahead(row + k + 32, job->ahead);
       acc0 = _mm512_dpbf16_ps(acc0, (__m512bh)_mm512_loadu_si512(row + k),
                               (__m512bh)_mm512_load_si512(job->x + k));
       acc1 = _mm512_dpbf16_ps(acc1, (__m512bh)_mm512_loadu_si512(row + k + 32),
@@ -440,7 +441,8 @@ int spark_bf16_linear(halide_buffer_t *x, halide_buffer_t *w,
                   .K = K,
                   .N = N,
                   .T = T,
-                  .out_stride = out->dim[1].stride};
+                  .out_stride = out->dim[1].stride,
+                  .ahead = spark_prefetch_avx512_rows()};
   return run_bf16(x, &job);
 }
 
@@ -460,6 +462,7 @@ int spark_bf16_linear_w8a16(halide_buffer_t *x, halide_buffer_t *w,
                   .K = K,
                   .N = N,
                   .T = T,
-                  .out_stride = out->dim[1].stride};
+                  .out_stride = out->dim[1].stride,
+                  .ahead = spark_prefetch_avx512_rows()};
   return run_bf16(x, &job);
 }

@@ -19,13 +19,14 @@
  * Each task takes a block of rows. One token (decode) reads them one row at
  * a time (w8a8, w4a8) or 4 rows at a time (w4a16, whose four vpdpbusd per 64
  * weight bytes need four 64-byte input loads: 4 rows share them), as one
- * stream, each line requested into L2 kSparkPrefetchAvx512 ahead in memory
- * order; more tokens (prefill) run register tiles of 4 rows x 6 (w8a8), 4
- * (w4a8) or 3 (w4a16) tokens, so every weight vector loaded feeds the
- * tile's tokens (the two orders add the same products, the f32 group terms
- * in another order). Needs K % 64 == 0 (w8a8) or K % 128 == 0 (4-bit), and
- * N % 4 == 0 (w8a8, w4a8). Compiled with -mavx512f -mavx512bw -mavx512vnni
- * -mf16c; entered only when CPUID reports AVX512_VNNI. */
+ * stream, each line requested into L2 ahead in memory order (the rows
+ * spark_prefetch_avx512_rows(), the w4a16 tiles kSparkPrefetchAvx512); more
+ * tokens (prefill) run register tiles of 4 rows x 6 (w8a8), 4 (w4a8) or 3
+ * (w4a16) tokens, so every weight vector loaded feeds the tile's tokens (the
+ * two orders add the same products, the f32 group terms in another order).
+ * Needs K % 64 == 0 (w8a8) or K % 128 == 0 (4-bit), and N % 4 == 0 (w8a8,
+ * w4a8). Compiled with -mavx512f -mavx512bw -mavx512vnni -mf16c; entered only
+ * when CPUID reports AVX512_VNNI. */
 #include "HalideRuntime.h"
 
 #include "avx512_sums.h"
@@ -40,9 +41,13 @@
 
 enum { kRowsPerTask = 64, kGroup = 128 };
 
-/* One token reads each row once, from memory (microkernel_support.h). */
+/* One token reads each row once, from memory (microkernel_support.h): the
+ * w4a16 tiles kSparkPrefetchAvx512 ahead, the w8a8 and w4a8 rows `ahead`. */
 static inline void prefetch_line(const void *line) {
   spark_prefetch_l2_ahead(line, kSparkPrefetchAvx512);
+}
+static inline void prefetch_row_line(const void *line, int ahead) {
+  spark_prefetch_l2_ahead(line, ahead);
 }
 
 /* And the f16 scales (zero points) of the 4-bit rows as far ahead: 2 bytes
@@ -66,6 +71,7 @@ typedef struct int8_job {
   const spark_int16_inputs *x16; /* w4a16: the inputs as int16 */
   float *out;                    /* [T][out_stride] */
   int K, N, T, out_stride;
+  int ahead; /* w8a8, w4a8 decode: spark_prefetch_avx512_rows() */
 } int8_job;
 
 static inline int32_t hsum(__m512i v) { return _mm512_reduce_add_epi32(v); }
@@ -80,10 +86,10 @@ enum { kTileRows = 4, kTileTokens = 6, kTileTokens4 = 4, kTileTokens16 = 3 };
 
 /* acc and correction (w8a8) after the 64 codes at `line`. */
 static inline __attribute__((always_inline)) void
-w8a8_line(const int8_t *line, const uint8_t *codes, __m512i *acc,
+w8a8_line(const int8_t *line, const uint8_t *codes, int ahead, __m512i *acc,
           __m512i *correction) {
   const __m512i bias = _mm512_set1_epi8((char)0x80);
-  prefetch_line(line);
+  prefetch_row_line(line, ahead);
   const __m512i wv = _mm512_loadu_si512(line);
   *acc = _mm512_dpbusd_epi32(*acc, _mm512_loadu_si512(codes), wv);
   *correction = _mm512_dpbusd_epi32(*correction, bias, wv);
@@ -93,18 +99,18 @@ w8a8_line(const int8_t *line, const uint8_t *codes, __m512i *acc,
  * odd lines, held in registers (an array indexed by k / 64 % 2 went through
  * the stack on every line). */
 static void w8a8_token(const int8_job *job, int n0, int n1) {
-  const int K = job->K;
+  const int K = job->K, ahead = job->ahead;
   for (int n = n0; n < n1; ++n) {
     const int8_t *row = job->w8 + (size_t)n * K;
     __m512i acc0 = _mm512_setzero_si512(), acc1 = acc0;
     __m512i correction0 = acc0, correction1 = acc0;
     int k = 0;
     for (; k + 128 <= K; k += 128) {
-      w8a8_line(row + k, job->codes + k, &acc0, &correction0);
-      w8a8_line(row + k + 64, job->codes + k + 64, &acc1, &correction1);
+      w8a8_line(row + k, job->codes + k, ahead, &acc0, &correction0);
+      w8a8_line(row + k + 64, job->codes + k + 64, ahead, &acc1, &correction1);
     }
     if (k < K)
-      w8a8_line(row + k, job->codes + k, &acc0, &correction0);
+      w8a8_line(row + k, job->codes + k, ahead, &acc0, &correction0);
     job->out[n] = (float)(hsum(_mm512_add_epi32(acc0, acc1)) -
                           hsum(_mm512_add_epi32(correction0, correction1))) *
                   job->scales[n] * job->token_scales[0];
@@ -212,10 +218,10 @@ static inline __mmask16 group_factors(const uint16_t *scales, const float *by,
 /* acc after one group of a w4a8 row: `line` its 64 code bytes, `codes` its
  * 128 input codes, `scale` the group's scale in every lane. */
 static inline __attribute__((always_inline)) __m512
-w4a8_group(const uint8_t *line, const uint8_t *codes, __m512 scale,
+w4a8_group(const uint8_t *line, const uint8_t *codes, int ahead, __m512 scale,
            __m512 acc) {
   const __m512i low = _mm512_set1_epi8(0x0f);
-  prefetch_line(line);
+  prefetch_row_line(line, ahead);
   const __m512i bytes = _mm512_loadu_si512(line);
   const __m512i even = _mm512_and_si512(bytes, low);
   const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);
@@ -232,7 +238,7 @@ w4a8_group(const uint8_t *line, const uint8_t *codes, __m512 scale,
  * as scale * 8 * the group's sum of input codes (`sums8`). */
 static inline __attribute__((always_inline)) __m512
 w4a8_row(const int8_job *job, int n, const float *sums8) {
-  const int K = job->K, groups = K / kGroup;
+  const int K = job->K, groups = K / kGroup, ahead = job->ahead;
   const uint8_t *row = job->w4 + (size_t)n * (K / 2);
   const uint16_t *scales = job->group_scales + (size_t)n * groups;
   prefetch_scales(scales);
@@ -247,7 +253,7 @@ w4a8_row(const int8_job *job, int n, const float *sums8) {
     const uint8_t *line = row + (size_t)g0 * (kGroup / 2);
     const uint8_t *codes = job->codes + (size_t)g0 * kGroup;
 #define SPARK_W4A8_GROUP(i, acc)                                               \
-  acc = w4a8_group(line + (kGroup / 2) * (i), codes + kGroup * (i),            \
+  acc = w4a8_group(line + (kGroup / 2) * (i), codes + kGroup * (i), ahead,     \
                    _mm512_permutexvar_ps(_mm512_set1_epi32(i), scale), acc)
     if (count == 16) {
       for (int i = 0; i < 15; i += 3) {
@@ -684,7 +690,8 @@ int spark_vnni_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                   .K = K,
                   .N = N,
                   .T = T,
-                  .out_stride = out->dim[1].stride};
+                  .out_stride = out->dim[1].stride,
+                  .ahead = spark_prefetch_avx512_rows()};
   return run_int8(x, input_scale, &job, 0, w8a8_task);
 }
 
@@ -701,6 +708,7 @@ int spark_vnni_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                   .K = K,
                   .N = N,
                   .T = T,
-                  .out_stride = out->dim[1].stride};
+                  .out_stride = out->dim[1].stride,
+                  .ahead = spark_prefetch_avx512_rows()};
   return run_int8(x, input_scale, &job, 1, w4a8_task);
 }
