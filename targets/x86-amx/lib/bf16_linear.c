@@ -113,11 +113,12 @@ static float *to_bf16_pairs(const halide_buffer_t *x) {
  * scaled by the group's power of two: two instructions per 32 codes (the
  * widening to bf16 took six). */
 static inline __attribute__((always_inline)) __m512
-w8_group(const bf16_job *job, const int8_t *row, int g, __m512 acc) {
+w8_group(const bf16_job *job, const int8_t *row, int g, const int ahead,
+         __m512 acc) {
   const int8_t *line = row + (size_t)g * kInputGroup;
   const int16_t *x = job->x16 + (size_t)g * kInputGroup;
-  spark_prefetch_l2_ahead(line, job->ahead);
-  spark_prefetch_l2_ahead(line + 64, job->ahead);
+  spark_prefetch_l2_ahead(line, ahead);
+  spark_prefetch_l2_ahead(line + 64, ahead);
   __m512i dot0 = _mm512_setzero_si512(), dot1 = dot0;
   for (int q = 0; q < kInputGroup / 32; q += 2) {
     dot0 = _mm512_dpwssd_epi32(dot0,
@@ -133,7 +134,8 @@ w8_group(const bf16_job *job, const int8_t *row, int g, __m512 acc) {
                          _mm512_set1_ps(job->x16_scales[g]), acc);
 }
 
-static void w8_token(const bf16_job *job, int n0, int n1) {
+static inline __attribute__((always_inline)) void
+w8_token_at(const bf16_job *job, int n0, int n1, const int ahead) {
   const int K = job->K, groups = K / kInputGroup;
   for (int n = n0; n < n1; ++n) {
     const int8_t *row = job->codes + (size_t)n * K;
@@ -141,13 +143,21 @@ static void w8_token(const bf16_job *job, int n0, int n1) {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
     int g = 0;
     for (; g + 1 < groups; g += 2) {
-      acc0 = w8_group(job, row, g, acc0);
-      acc1 = w8_group(job, row, g + 1, acc1);
+      acc0 = w8_group(job, row, g, ahead, acc0);
+      acc1 = w8_group(job, row, g + 1, ahead, acc1);
     }
     if (g < groups)
-      acc0 = w8_group(job, row, g, acc0);
+      acc0 = w8_group(job, row, g, ahead, acc0);
     job->out[n] = sum16(_mm512_add_ps(acc0, acc1)) * job->scales[n];
   }
+}
+
+/* The prefetch distance a constant in each loop. */
+static void w8_token(const bf16_job *job, int n0, int n1) {
+  if (job->ahead == kSparkPrefetchAvx512Amd)
+    w8_token_at(job, n0, n1, kSparkPrefetchAvx512Amd);
+  else
+    w8_token_at(job, n0, n1, kSparkPrefetchAvx512);
 }
 
 /* w8a16 prefill: rows n..n+3 times tokens t0..t0+TB-1 (TB a constant after
@@ -317,15 +327,16 @@ static void bf16_rows(const bf16_job *job, int n0, int n1) {
  * as one stream, each line requested into L2 `ahead` bytes ahead, two
  * accumulator chains (even and odd 32-weight vectors). Rows read 4 at a time
  * without a prefetch streamed at 53-62% of the roofline on an Intel Xeon. */
-static void bf16_token(const bf16_job *job, int n0, int n1) {
+static inline __attribute__((always_inline)) void
+bf16_token(const bf16_job *job, int n0, int n1, const int ahead) {
   const int K = job->K;
   for (int n = n0; n < n1; ++n) {
     const uint16_t *row = job->w + (size_t)n * K;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
     int k = 0;
     for (; k + 64 <= K; k += 64) {
-      spark_prefetch_l2_ahead(row + k, job->ahead);
-      spark_prefetch_l2_ahead(row + k + 32, job->ahead);
+      spark_prefetch_l2_ahead(row + k, ahead);
+      spark_prefetch_l2_ahead(row + k + 32, ahead);
       acc0 = _mm512_dpbf16_ps(acc0, (__m512bh)_mm512_loadu_si512(row + k),
                               (__m512bh)_mm512_load_si512(job->x + k));
       acc1 = _mm512_dpbf16_ps(acc1, (__m512bh)_mm512_loadu_si512(row + k + 32),
@@ -381,8 +392,10 @@ static int bf16_rows_task(void *user_context, int task, uint8_t *closure) {
   const bf16_job *job = (const bf16_job *)closure;
   int n0, n1;
   task_rows(job, task, &n0, &n1);
-  if (job->T == 1)
-    bf16_token(job, n0, n1);
+  if (job->T == 1 && job->ahead == kSparkPrefetchAvx512Amd)
+    bf16_token(job, n0, n1, kSparkPrefetchAvx512Amd); /* a constant */
+  else if (job->T == 1)
+    bf16_token(job, n0, n1, kSparkPrefetchAvx512);
   else
     bf16_rows(job, n0, n1);
   return 0;

@@ -98,8 +98,9 @@ w8a8_line(const int8_t *line, const uint8_t *codes, int ahead, __m512i *acc,
 /* One token against rows n0..n1-1 (w8a8): two chains of vpdpbusd, even and
  * odd lines, held in registers (an array indexed by k / 64 % 2 went through
  * the stack on every line). */
-static void w8a8_token(const int8_job *job, int n0, int n1) {
-  const int K = job->K, ahead = job->ahead;
+static inline __attribute__((always_inline)) void
+w8a8_token(const int8_job *job, int n0, int n1, const int ahead) {
+  const int K = job->K;
   for (int n = n0; n < n1; ++n) {
     const int8_t *row = job->w8 + (size_t)n * K;
     __m512i acc0 = _mm512_setzero_si512(), acc1 = acc0;
@@ -160,7 +161,10 @@ static int w8a8_task(void *user_context, int task, uint8_t *closure) {
   const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
   const __m512i bias = _mm512_set1_epi8((char)0x80);
   if (job->T == 1) {
-    w8a8_token(job, n0, n1);
+    if (job->ahead == kSparkPrefetchAvx512Amd) /* a constant in the loop */
+      w8a8_token(job, n0, n1, kSparkPrefetchAvx512Amd);
+    else
+      w8a8_token(job, n0, n1, kSparkPrefetchAvx512);
     return 0;
   }
   /* 128 * each row's sum, taken off every token's sum */
@@ -237,8 +241,8 @@ w4a8_group(const uint8_t *line, const uint8_t *codes, int ahead, __m512 scale,
  * three accumulators in turn; the -8 of every code comes off in a fourth,
  * as scale * 8 * the group's sum of input codes (`sums8`). */
 static inline __attribute__((always_inline)) __m512
-w4a8_row(const int8_job *job, int n, const float *sums8) {
-  const int K = job->K, groups = K / kGroup, ahead = job->ahead;
+w4a8_row(const int8_job *job, int n, const float *sums8, const int ahead) {
+  const int K = job->K, groups = K / kGroup;
   const uint8_t *row = job->w4 + (size_t)n * (K / 2);
   const uint16_t *scales = job->group_scales + (size_t)n * groups;
   prefetch_scales(scales);
@@ -272,23 +276,24 @@ w4a8_row(const int8_job *job, int n, const float *sums8) {
 }
 
 /* One token against rows n0..n1-1 (w4a8): one row at a time, as one
- * stream, the lane sums of 4 rows taken at once. */
-static void w4a8_token(const int8_job *job, int n0, int n1) {
-  const int K = job->K, groups = K / kGroup;
-  float *sums8 = (float *)__builtin_alloca(sizeof(float) * (groups + 16));
-  for (int g = 0; g < groups; ++g)
-    sums8[g] = 8.0f * (float)job->group_sums[g];
+ * stream, the lane sums of 4 rows taken at once (`sums8`: 8 * each group's
+ * sum of input codes, groups + 16 floats). */
+static inline __attribute__((always_inline)) void
+w4a8_token(const int8_job *job, int n0, int n1, const float *sums8,
+           const int ahead) {
   const float token_scale = job->token_scales[0];
   int n = n0;
   for (; n + 4 <= n1; n += 4) {
-    const __m512 a = w4a8_row(job, n, sums8), b = w4a8_row(job, n + 1, sums8);
-    const __m512 c = w4a8_row(job, n + 2, sums8),
-                 d = w4a8_row(job, n + 3, sums8);
+    const __m512 a = w4a8_row(job, n, sums8, ahead),
+                 b = w4a8_row(job, n + 1, sums8, ahead);
+    const __m512 c = w4a8_row(job, n + 2, sums8, ahead),
+                 d = w4a8_row(job, n + 3, sums8, ahead);
     _mm_storeu_ps(job->out + n, _mm_mul_ps(spark_hsum4_ps(a, b, c, d),
                                            _mm_set1_ps(token_scale)));
   }
   for (; n < n1; ++n)
-    job->out[n] = _mm512_reduce_add_ps(w4a8_row(job, n, sums8)) * token_scale;
+    job->out[n] =
+        _mm512_reduce_add_ps(w4a8_row(job, n, sums8, ahead)) * token_scale;
 }
 
 /* The f32 scales of rows n..n+3, groups g..g+15 (fewer at the end: the
@@ -380,7 +385,14 @@ static int w4a8_task(void *user_context, int task, uint8_t *closure) {
   const int n0 = task * kRowsPerTask;
   const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
   if (job->T == 1) {
-    w4a8_token(job, n0, n1);
+    const int groups = job->K / kGroup;
+    float *sums8 = (float *)__builtin_alloca(sizeof(float) * (groups + 16));
+    for (int g = 0; g < groups; ++g)
+      sums8[g] = 8.0f * (float)job->group_sums[g];
+    if (job->ahead == kSparkPrefetchAvx512Amd) /* a constant in the loop */
+      w4a8_token(job, n0, n1, sums8, kSparkPrefetchAvx512Amd);
+    else
+      w4a8_token(job, n0, n1, sums8, kSparkPrefetchAvx512);
     return 0;
   }
   for (int t0 = 0; t0 < job->T; t0 += kTileTokens4) {
