@@ -1,4 +1,4 @@
-//===- spark-kernelbench.cpp - decode matrix kernels against memory -------===//
+//===- spark-kernelbench.cpp - decode kernels against memory --------------===//
 //
 // Runs the x86 decode (one-token) matrix kernels the model libraries use on
 // this CPU over the 1.7b's decode shapes, each from memory (distinct copies
@@ -8,6 +8,8 @@
 // and reports the kernel's GB/s, the stream's and the median of the
 // per-round ratios with its quartiles; then the same kernel over one matrix
 // small enough for L2, read again and again (what its instructions allow).
+// Then the decode attention kernel the same way, over copies of a layer's
+// key and value caches: a sliding layer's ring and full layers at depths.
 // On a VM whose bandwidth moves from second to second, the ratio of rounds
 // a few milliseconds apart is the figure to compare before and after a
 // kernel change; spark-bench's roofline column is the whole model's.
@@ -51,6 +53,14 @@ int spark_vnni_linear_w4a16_xbf16(halide_buffer_t *, halide_buffer_t *,
                                   halide_buffer_t *);
 int spark_bf16_linear_w8a16(halide_buffer_t *, halide_buffer_t *,
                             halide_buffer_t *, halide_buffer_t *);
+int spark_avx2_attention(halide_buffer_t *, halide_buffer_t *,
+                         halide_buffer_t *, halide_buffer_t *,
+                         halide_buffer_t *, halide_buffer_t *, int32_t, int32_t,
+                         halide_buffer_t *, float, int32_t, int32_t);
+int spark_avx512_attention(halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *, halide_buffer_t *, int32_t,
+                           int32_t, halide_buffer_t *, float, int32_t, int32_t);
 void spark_pool_set_threads(int threads);
 
 // What the model libraries take from the Halide runtime: the kernels' parallel
@@ -78,16 +88,24 @@ namespace {
 const char *const kUsage =
     "usage: spark-kernelbench [-t|--threads 1,2] [--scheme "
     "w4a16,w4a8,w8a16,w8a8]\n"
-    "                         [--rounds 20] [--pool-mib 1024]\n"
+    "                         [--attention-depths 4096,32704] [--rounds 20]\n"
+    "                         [--pool-mib 1024]\n"
     "  Each decode matrix kernel this CPU's model libraries run, at the "
     "1.7b's\n"
-    "  shapes, against a stream of the same thread count in alternating "
-    "rounds.\n"
+    "  shapes, then its decode attention, against a stream of the same "
+    "thread\n"
+    "  count in alternating rounds.\n"
     "  --rounds: measured rounds per row (4 more are run first and "
     "dropped)\n"
     "  --pool-mib: MiB of distinct matrix copies read from memory (and of "
     "the\n"
-    "              stream's buffer); at least 64\n";
+    "              stream's buffer); at least 64\n"
+    "  --scheme none: no matrix rows\n"
+    "  --attention-depths: cached positions of the full layers' decode "
+    "attention\n"
+    "              rows (after one row for the sliding layers' full ring); "
+    "none:\n"
+    "              no attention rows\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "spark-kernelbench: %s\n", message.c_str());
@@ -100,20 +118,22 @@ double now() {
       .count();
 }
 
-/// A 2-dimensional (or, extent1 == 0, 1-dimensional) dense buffer.
+/// A dense buffer of 1, 2 or 3 dimensions (extent1 == 0: one; extent2 == 0:
+/// at most two).
 struct Buffer {
   halide_buffer_t b{};
-  halide_dimension_t d[2]{};
+  halide_dimension_t d[3]{};
   Buffer(void *host, halide_type_code_t code, int bits, int extent0,
-         int extent1 = 0) {
+         int extent1 = 0, int extent2 = 0) {
     b.host = static_cast<uint8_t *>(host);
     b.type.code = code;
     b.type.bits = uint8_t(bits);
     b.type.lanes = 1;
-    b.dimensions = extent1 > 0 ? 2 : 1;
+    b.dimensions = extent1 > 0 ? (extent2 > 0 ? 3 : 2) : 1;
     b.dim = d;
     d[0] = {0, extent0, 1, 0};
     d[1] = {0, extent1, extent0, 0};
+    d[2] = {0, extent2, extent0 * extent1, 0};
   }
 };
 
@@ -344,6 +364,71 @@ private:
   std::vector<float> x, out;
 };
 
+/// One decode attention call of the 1.7b (one token, 8 query heads sharing
+/// 2 key / value heads, head_dim 256, gated) over a cache of `slots`
+/// positions: a full layer's linear cache read to `slots` keys, or a
+/// sliding layer's ring of window - 1 = 511 slots, full. Copies of the
+/// layer's key and value caches fill the pool, one after the other, as the
+/// caches of successive layers lie in a session.
+class AttentionCase {
+public:
+  static constexpr int kHeadDim = 256, kHeads = 8, kKvHeads = 2;
+  static constexpr int kWindow = 512;
+  AttentionCase(Variant variant, bool sliding, int depth, size_t poolBytes)
+      : variant(variant), sliding(sliding),
+        slots(sliding ? kWindow - 1 : depth),
+        depth(sliding ? std::max(depth, kWindow - 1) : depth),
+        cacheBytes(size_t(slots) * kKvHeads * kHeadDim * 4),
+        copies(int(std::max<size_t>(1, poolBytes / (2 * cacheBytes)))),
+        pool(2 * cacheBytes * size_t(copies)), q(size_t(kHeadDim) * kHeads),
+        k(size_t(kHeadDim) * kKvHeads), v(k.size()), gate(kHeads, 0.5f),
+        out(q.size()) {
+    if (!pool.data)
+      return;
+    float *f = reinterpret_cast<float *>(pool.data);
+    for (size_t i = 0; i < pool.bytes / 4; ++i)
+      f[i] = float(int(i * 2654435761u >> 20) % 201 - 100) * 0.01f;
+    for (size_t i = 0; i < q.size(); ++i)
+      q[i] = float(int(i * 37) % 101 - 50) * 0.02f;
+    for (size_t i = 0; i < k.size(); ++i)
+      k[i] = v[i] = float(int(i * 13) % 41 - 20) * 0.05f;
+  }
+  bool ok() const { return pool.data != nullptr; }
+  const char *kernelName() const {
+    return variant == Variant::Avx2 ? "spark_avx2_attention"
+                                    : "spark_avx512_attention";
+  }
+  /// Keys one call reads from the cache.
+  int cachedKeys() const { return sliding ? slots : depth; }
+  size_t bytesPerCall() const { return 2 * cacheBytes; }
+  int call(int c) {
+    c %= copies;
+    uint8_t *keys = pool.data + 2 * cacheBytes * size_t(c);
+    Buffer qb(q.data(), halide_type_float, 32, kHeadDim, kHeads, 1);
+    Buffer kb(k.data(), halide_type_float, 32, kHeadDim, kKvHeads, 1);
+    Buffer vb(v.data(), halide_type_float, 32, kHeadDim, kKvHeads, 1);
+    Buffer kcb(keys, halide_type_float, 32, kHeadDim, kKvHeads, slots);
+    Buffer vcb(keys + cacheBytes, halide_type_float, 32, kHeadDim, kKvHeads,
+               slots);
+    Buffer gb(gate.data(), halide_type_float, 32, kHeads, 1);
+    Buffer ob(out.data(), halide_type_float, 32, kHeadDim, kHeads, 1);
+    auto kernel = variant == Variant::Avx2 ? spark_avx2_attention
+                                           : spark_avx512_attention;
+    return kernel(&qb.b, &kb.b, &vb.b, &kcb.b, &vcb.b, &gb.b, depth,
+                  cachedKeys(), &ob.b, 0.0625f, sliding ? kWindow : 0,
+                  sliding ? 1 : 0);
+  }
+
+private:
+  Variant variant;
+  bool sliding;
+  int slots, depth;
+  size_t cacheBytes; // one of the layer's two caches
+  int copies;
+  Region pool;
+  std::vector<float> q, k, v, gate, out;
+};
+
 /// The quantile `at` (0.5: the median) of v, interpolated between the two
 /// nearest values.
 double quantile(std::vector<double> v, double at) {
@@ -352,6 +437,44 @@ double quantile(std::vector<double> v, double at) {
   size_t lo = size_t(pos);
   size_t hi = std::min(v.size() - 1, lo + 1);
   return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+}
+
+/// What alternating rounds of a case's calls and a stream measured.
+struct Rates {
+  double kernel, stream, ratio, ratioQ1, ratioQ3; // medians; GB/s
+};
+
+/// Runs `rounds` (after 4 dropped) of the case's calls from memory, each
+/// round after a stream of `roundBytes` of `stream` at the same thread count;
+/// "" or why a call failed.
+template <typename Case>
+std::string measure(Case &memory, const Region &stream, size_t roundBytes,
+                    int threads, long long rounds, Rates &rates) {
+  const int calls =
+      int(std::max<size_t>(1, roundBytes / memory.bytesPerCall()));
+  std::vector<double> kernelRates, streamRates, ratios;
+  size_t streamAt = 0;
+  int next = 0;
+  for (long long round = 0; round < rounds + 4; ++round) {
+    if (streamAt + roundBytes > stream.bytes)
+      streamAt = 0;
+    double s1 = streamOnce(stream.data + streamAt, roundBytes, threads);
+    streamAt += roundBytes;
+    double start = now();
+    for (int c = 0; c < calls; ++c)
+      if (memory.call(next++) != 0)
+        return std::string(memory.kernelName()) + " refused the shape";
+    double k = double(memory.bytesPerCall()) * calls / (now() - start) / 1e9;
+    if (round >= 4) {
+      kernelRates.push_back(k);
+      streamRates.push_back(s1);
+      ratios.push_back(k / s1);
+    }
+  }
+  rates = {quantile(kernelRates, 0.5), quantile(streamRates, 0.5),
+           quantile(ratios, 0.5), quantile(ratios, 0.25),
+           quantile(ratios, 0.75)};
+  return "";
 }
 
 /// A comma-separated list of integers >= 1; "" on success, else why not.
@@ -381,6 +504,7 @@ int main(int argc, char **argv) {
                          {"scheme", true},
                          {"rounds", true},
                          {"pool-mib", true},
+                         {"attention-depths", true},
                          {"help", false}});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -404,16 +528,30 @@ int main(int argc, char **argv) {
       !e.empty())
     return fail(e);
   std::vector<SchemeInfo> schemes;
-  {
-    std::stringstream list(args.get("scheme", "w4a16,w4a8,w8a16,w8a8"));
-    for (std::string item; std::getline(list, item, ',');) {
+  if (std::string list = args.get("scheme", "w4a16,w4a8,w8a16,w8a8");
+      list != "none") {
+    std::stringstream items(list);
+    for (std::string item; std::getline(items, item, ',');) {
       auto it =
           std::find_if(std::begin(kSchemes), std::end(kSchemes),
                        [&](const SchemeInfo &s) { return item == s.name; });
       if (it == std::end(kSchemes))
         return fail("--scheme: '" + item +
-                    "' is not one of w4a16, w4a8, w8a16, w8a8");
+                    "' is not one of w4a16, w4a8, w8a16, w8a8 (or none)");
       schemes.push_back(*it);
+    }
+  }
+  std::vector<int> depths;
+  if (std::string list = args.get("attention-depths", "4096,32704");
+      list != "none") {
+    std::stringstream items(list);
+    for (std::string item; std::getline(items, item, ',');) {
+      char *end = nullptr;
+      long value = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || value < 1 || value > (1 << 20))
+        return fail("--attention-depths: '" + item +
+                    "' is not a number of cached positions from 1 to 1048576");
+      depths.push_back(int(value));
     }
   }
   Variant variant = cpuVariant();
@@ -431,11 +569,13 @@ int main(int argc, char **argv) {
   std::memset(stream.data, 1, stream.bytes);
   const size_t roundBytes = std::min<size_t>(poolBytes / 4, size_t(256) << 20);
 
-  std::printf("| scheme | kernel | matrix | K | N | threads | from memory "
-              "GB/s | stream GB/s | median %% of stream (q1-q3) | from L2 "
-              "GB/s |\n");
-  std::printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | "
-              "---: |\n");
+  if (!schemes.empty())
+    std::printf("| scheme | kernel | matrix | K | N | threads | from memory "
+                "GB/s | stream GB/s | median %% of stream (q1-q3) | from L2 "
+                "GB/s |\n");
+  if (!schemes.empty())
+    std::printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: "
+                "| ---: |\n");
   std::string notes;
   for (const SchemeInfo &s : schemes)
     for (const Shape &shape : kShapes) {
@@ -457,30 +597,12 @@ int main(int argc, char **argv) {
                     " MiB of matrix copies; use a smaller --pool-mib");
       for (int threads : threadCounts) {
         spark_pool_set_threads(threads);
-        const int calls =
-            int(std::max<size_t>(1, roundBytes / memory.bytesPerCall()));
-        std::vector<double> kernelRates, streamRates, ratios;
-        size_t streamAt = 0;
-        int next = 0;
-        for (long long round = 0; round < rounds + 4; ++round) {
-          if (streamAt + roundBytes > stream.bytes)
-            streamAt = 0;
-          double s1 = streamOnce(stream.data + streamAt, roundBytes, threads);
-          streamAt += roundBytes;
-          double start = now();
-          for (int c = 0; c < calls; ++c)
-            if (memory.call(next++) != 0)
-              return fail(std::string(memory.kernelName()) +
-                          " refused the shape K = " + std::to_string(shape.K) +
-                          ", N = " + std::to_string(shape.N));
-          double k =
-              double(memory.bytesPerCall()) * calls / (now() - start) / 1e9;
-          if (round >= 4) {
-            kernelRates.push_back(k);
-            streamRates.push_back(s1);
-            ratios.push_back(k / s1);
-          }
-        }
+        Rates r{};
+        if (std::string e =
+                measure(memory, stream, roundBytes, threads, rounds, r);
+            !e.empty())
+          return fail(e + ": K = " + std::to_string(shape.K) +
+                      ", N = " + std::to_string(shape.N));
         // From L2: as many calls as read the same number of bytes.
         const int cachedCalls =
             int(std::max<size_t>(1, roundBytes / cached.bytesPerCall()));
@@ -496,14 +618,45 @@ int main(int argc, char **argv) {
         std::printf("| %s | %s | %s | %d | %d | %d | %.1f | %.1f | %.0f%% "
                     "(%.0f-%.0f%%) | %.1f |\n",
                     s.name, memory.kernelName(), shape.what, shape.K, shape.N,
-                    threads, quantile(kernelRates, 0.5),
-                    quantile(streamRates, 0.5), 100 * quantile(ratios, 0.5),
-                    100 * quantile(ratios, 0.25), 100 * quantile(ratios, 0.75),
-                    bestCached);
+                    threads, r.kernel, r.stream, 100 * r.ratio, 100 * r.ratioQ1,
+                    100 * r.ratioQ3, bestCached);
         std::fflush(stdout);
       }
     }
   if (!notes.empty())
     std::printf("\n%s", notes.c_str());
+
+  // Decode attention: the sliding layers' full ring once, then a full layer
+  // at each depth.
+  if (depths.empty())
+    return 0;
+  std::printf("%s| layer | kernel | cached keys | threads | from memory GB/s "
+              "| stream GB/s | median %% of stream (q1-q3) |\n"
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n",
+              schemes.empty() ? "" : "\n");
+  std::vector<std::pair<bool, int>> layers{{true, depths.front()}};
+  for (int depth : depths)
+    layers.push_back({false, depth});
+  for (auto [sliding, depth] : layers) {
+    AttentionCase memory(variant, sliding, depth, poolBytes);
+    if (!memory.ok())
+      return fail("cannot map the caches of " + std::to_string(depth) +
+                  " positions; use a smaller --pool-mib or depth");
+    for (int threads : threadCounts) {
+      spark_pool_set_threads(threads);
+      Rates r{};
+      if (std::string e =
+              measure(memory, stream, roundBytes, threads, rounds, r);
+          !e.empty())
+        return fail(e + ": " + std::to_string(memory.cachedKeys()) +
+                    " cached keys");
+      std::printf("| %s | %s | %d | %d | %.1f | %.1f | %.0f%% (%.0f-%.0f%%) "
+                  "|\n",
+                  sliding ? "sliding (ring of 511)" : "full",
+                  memory.kernelName(), memory.cachedKeys(), threads, r.kernel,
+                  r.stream, 100 * r.ratio, 100 * r.ratioQ1, 100 * r.ratioQ3);
+      std::fflush(stdout);
+    }
+  }
   return 0;
 }
