@@ -60,10 +60,10 @@ struct Buffer {
 };
 
 /// (kernel, tokens in the chunk, cached positions, ring cache, key / value
-/// heads)
+/// heads, the window of a sliding layer with a linear cache)
 struct Case {
   const char *kernel;
-  int n, pos0, ring, kv = 2;
+  int n, pos0, ring, kv = 2, window = 0;
 };
 
 bool cpuHas(const char *kernel) {
@@ -88,8 +88,9 @@ TEST_P(X86Attention, IsTheDefinition) {
                             ? spark_avx2_attention
                             : spark_avx512_attention;
   // A ring of 37 slots with a window of 38 (every slot and the chunk's own
-  // keys), or a linear cache of 200 positions.
-  const int slots = c.ring ? 37 : 200, window = c.ring ? 38 : 0;
+  // keys), or a linear cache of 200 positions (more for a deeper chunk).
+  const int slots = c.ring ? 37 : std::max(200, c.pos0),
+            window = c.ring ? 38 : c.window;
   const int cached = c.ring ? std::min(c.pos0, slots) : c.pos0;
   const float scale = 1.0f / std::sqrt(float(HD));
   std::mt19937 rng(7 + c.n + 1000 * c.pos0 + c.ring);
@@ -164,13 +165,18 @@ std::string caseName(const ::testing::TestParamInfo<Case> &info) {
   return std::string(info.param.kernel) + "_" + std::to_string(info.param.n) +
          "tokens_at" + std::to_string(info.param.pos0) +
          (info.param.ring ? "_ring" : "_linear") + "_" +
-         std::to_string(Heads / info.param.kv) + "heads";
+         std::to_string(Heads / info.param.kv) + "heads" +
+         (info.param.window ? "_window" + std::to_string(info.param.window)
+                            : "");
 }
 
 // Chunks of 1 and 5 tokens take the per-token task, 8, 17 (a tile of 16
 // tokens and one more) and 70 the tiled one; positions 0 (no cache), 30 (a
 // ring not yet full) and 130 (a ring that has wrapped; 130 linear slots);
-// 4 query heads per key / value head (Spark's), 2 and 8.
+// 4 query heads per key / value head (Spark's), 2 and 8. At 3000 positions
+// the per-token task splits a token's keys into its most ranges (32 of 94
+// keys, the last shorter); with a window of 100 on a linear cache, all but
+// the last of them see no key.
 INSTANTIATE_TEST_SUITE_P(
     X86, X86Attention,
     ::testing::Values(Case{"avx2", 1, 30, 0}, Case{"avx2", 17, 130, 1},
@@ -179,7 +185,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"avx512", 17, 130, 1}, Case{"avx512", 70, 130, 0},
                       Case{"avx512", 70, 0, 1}, Case{"avx512", 1, 130, 0, 4},
                       Case{"avx512", 20, 130, 1, 4},
-                      Case{"avx512", 1, 30, 1, 1}, Case{"avx512", 9, 30, 0, 1}),
+                      Case{"avx512", 1, 30, 1, 1}, Case{"avx512", 9, 30, 0, 1},
+                      Case{"avx512", 1, 3000, 0},
+                      Case{"avx512", 5, 3000, 0, 2, 100},
+                      Case{"avx2", 3, 3000, 0, 2, 100}),
     caseName);
 
 } // namespace

@@ -1,9 +1,9 @@
 /* avx512_attention.c - attention for the AVX-512 variants.
  *
  * The function of x86_attention.h (the Halide attention kernel's). Decode
- * and chunks of fewer than kTiledTokens tokens run one task per key / value
- * head and token (token_task: AVX-512, up to 4 query heads a key / value
- * head; more: x86_attention.h's task). Longer chunks (prefill) run one task per
+ * and chunks of fewer than kTiledTokens tokens run one task per token and
+ * range of keys, all heads together (token_part_task; the ranges of a token
+ * combined after). Longer chunks (prefill) run one task per
  * key / value head and tile of kQueries queries (tokens x the query heads that
  * share the head), which reads each cached key and value once per tile
  * instead of once per token, in blocks of kKeyBlock keys with an online
@@ -20,10 +20,8 @@
  * divides kQueries (Spark: hd 256, 4 query heads per key / value head);
  * other shapes run x86_attention.h's task. Compiled with -mavx512f -mavx2 -mfma
  * -mf16c. */
-/* Rows requested 16 ahead into L2 (8 into L1 before: at depth 16384, 1.7b
- * w4a8, 2 threads, the full layers' attention took 29.4 ms a token before
- * and 26.6 after, one run each). A prefetch into L1 holds one of its few
- * fill buffers until the line arrives. */
+/* x86_attention.h's task (the shapes the others do not take) requests rows
+ * 16 ahead into L2. */
 #define SPARK_ATTENTION_AHEAD 16
 #define SPARK_ATTENTION_HINT _MM_HINT_T1
 
@@ -215,119 +213,278 @@ static int tile_task(void *user_context, int task, uint8_t *closure) {
   return 0;
 }
 
-/* One token of one key / value head (decode and short chunks), its query
- * heads (at most kTokenHeads) together, in three passes over the keys it
- * sees: the scores, 16 dimensions per FMA and the heads' sums reduced
- * together; the softmax; the values in blocks of kKeyBlock keys, 64
- * dimensions x 4 heads of accumulators at a time, so each value row is
- * read from memory once and its block again from L2. Rows are requested
- * kAhead keys ahead. hd % 64 == 0. */
-enum { kTokenHeads = 4 };
+/* Decode and short chunks: one task per token and range of keys
+ * ("part"), all key / value heads and their query heads together, so that
+ * a task reads whole cache slots (every head's row of a position, which lie
+ * next to each other) in slot order: one stream per thread, as the
+ * thread pool gives each thread a contiguous range of tasks. (One task per
+ * key / value head read every other kilobyte of each slot: 12-15 GB/s on a
+ * core that streams 34.) A part computes its keys' scores, their softmax
+ * against its own largest score and the weighted sums of its values, in
+ * blocks of kValueBlock keys (64 dimensions x 4 query heads of
+ * accumulators at a time, the block's rows from L1); the parts of a token
+ * are then combined, each rescaled by e^(its largest - the token's largest).
+ * hd % 64 == 0. */
+enum {
+  kTokenHeads = 4, /* query heads a pass computes together */
+  kMaxParts = 32,  /* key ranges per token */
+  kMinPartKeys = 64,
+  kValueBlock = 16,
+  kMaxRows = 64, /* key / value heads x query heads rounded up to 4 */
+  /* rows requested into L1 ahead: key slots, blocks of values (1.7b at
+   * 32704 positions, Zen 5, 1 and 2 threads: 3-10% over none) */
+  kKeysAhead = 8,
+  kValueBlocksAhead = 2
+};
 
-static int token_task(void *user_context, int task, uint8_t *closure) {
+typedef struct token_job {
+  attention_job a;
+  int parts, part_keys, chunks; /* chunks: ceil(group / kTokenHeads) */
+  size_t part_floats;
+  float *partial; /* [n][parts][part_floats]: sums [heads][hd], largest
+                     [heads], total [heads] */
+} token_job;
+
+/* Row m (cache slot or the chunk's own row) of key / value head g. */
+static inline const float *slot_row(const attention_job *j, int cache_key,
+                                    int g, int m) {
+  if (m < j->cached)
+    return at3(cache_key ? j->kc : j->vc, g, m < j->slots ? m : j->slots - 1);
+  return at3(cache_key ? j->k : j->v, g, m - j->cached);
+}
+
+/* The position key m holds (x86_attention.h's key_row). */
+static inline int32_t key_position(const attention_job *j, int m) {
+  if (m >= j->cached)
+    return j->pos0 + m - j->cached;
+  if (!j->ring)
+    return m;
+  const int32_t last = j->pos0 - 1;
+  int32_t back = (last - m) % j->slots;
+  if (back < 0)
+    back += j->slots;
+  return last - back;
+}
+
+static int token_part_task(void *user_context, int task, uint8_t *closure) {
   (void)user_context;
-  const attention_job *j = (const attention_job *)closure;
-  const int g = task % j->kv_heads, t = task / j->kv_heads;
-  const int hd = j->hd, group = j->group, keys = j->cached + j->n;
-  const int32_t query = j->pos0 + t;
-  float *buffer = NULL;
-  if (posix_memalign((void **)&buffer, 64,
-                     sizeof(float) * ((size_t)2 * kTokenHeads * hd +
-                                      (size_t)kTokenHeads * (keys + 16))) != 0)
-    return -1;
-  float *qs = buffer, *acc = qs + (size_t)kTokenHeads * hd,
-        *scores = acc + (size_t)kTokenHeads * hd; /* [head][keys] */
-  const size_t stride = (size_t)keys + 16;
-  for (int h = 0; h < kTokenHeads; ++h) {
-    const float *row = at3(j->q, g * group + (h < group ? h : 0), t);
-    for (int d = 0; d < hd; ++d)
-      qs[(size_t)h * hd + d] = row[d] * j->scale;
-  }
-  memset(acc, 0, sizeof(float) * (size_t)kTokenHeads * hd);
-  /* the keys it sees: [lo, hi) in key order, others masked */
-  float largest[kTokenHeads];
-  for (int h = 0; h < kTokenHeads; ++h)
+  const token_job *tj = (const token_job *)closure;
+  const attention_job *j = &tj->a;
+  const int t = task / tj->parts, part = task % tj->parts;
+  const int hd = j->hd, group = j->group, kv = j->kv_heads, heads = j->heads;
+  const int chunks = tj->chunks, rows = kv * chunks * kTokenHeads;
+  const int keys = j->cached + j->n;
+  const int m0 = part * tj->part_keys;
+  const int m1 = keys < m0 + tj->part_keys ? keys : m0 + tj->part_keys;
+  float *sums = tj->partial + ((size_t)t * tj->parts + part) * tj->part_floats;
+  float *largest = sums + (size_t)heads * hd, *total = largest + heads;
+  for (int h = 0; h < heads; ++h) {
     largest[h] = -3.0e38f;
-  for (int m = 0; m < keys; ++m) {
-    int32_t position;
-    const float *key = key_row(j, 1, g, m, &position);
-    prefetch_row(j, 1, g, m, keys);
+    total[h] = 0.0f;
+  }
+  memset(sums, 0, sizeof(float) * (size_t)heads * hd);
+  if (m0 >= m1)
+    return 0;
+  const int count = m1 - m0;
+  const size_t stride = (size_t)count + 16; /* a score row, padded */
+  float *buffer = NULL;
+  /* queries [kv][chunks][kTokenHeads][hd] (absent heads 0), sums of the
+   * same shape, scores [kv][chunks][kTokenHeads][stride] */
+  if (posix_memalign((void **)&buffer, 64,
+                     sizeof(float) * (size_t)rows *
+                         (2 * (size_t)hd + stride)) != 0)
+    return -1;
+  float *qs = buffer, *acc = qs + (size_t)rows * hd,
+        *scores = acc + (size_t)rows * hd;
+  for (int r = 0; r < rows; ++r) {
+    const int g = r / (chunks * kTokenHeads),
+              h = r % (chunks * kTokenHeads); /* within the group */
+    float *q = qs + (size_t)r * hd;
+    if (h < group) {
+      const float *row = at3(j->q, g * group + h, t);
+      for (int d = 0; d < hd; ++d)
+        q[d] = row[d] * j->scale;
+    } else {
+      memset(q, 0, sizeof(float) * (size_t)hd);
+    }
+  }
+  memset(acc, 0, sizeof(float) * (size_t)rows * hd);
+  const int32_t query = j->pos0 + t;
+  float top[kMaxRows]; /* per row: the part's largest score */
+  for (int m = m0; m < m1; ++m) {
+    const int32_t position = key_position(j, m);
     const int seen =
         position <= query && (j->window <= 0 || position > query - j->window);
     if (!seen) {
-      for (int h = 0; h < kTokenHeads; ++h)
-        scores[(size_t)h * stride + m] = -3.0e38f;
+      for (int r = 0; r < rows; ++r)
+        scores[(size_t)r * stride + (m - m0)] = -3.0e38f;
       continue;
     }
-    __m512 a[kTokenHeads];
-    for (int h = 0; h < kTokenHeads; ++h)
-      a[h] = _mm512_setzero_ps();
-    for (int d = 0; d < hd; d += 16) {
-      const __m512 kd = _mm512_loadu_ps(key + d);
-      for (int h = 0; h < kTokenHeads; ++h)
-        a[h] =
-            _mm512_fmadd_ps(_mm512_load_ps(qs + (size_t)h * hd + d), kd, a[h]);
-    }
-    float s[4];
-    _mm_storeu_ps(s, spark_hsum4_ps(a[0], a[1], a[2], a[3]));
-    for (int h = 0; h < kTokenHeads; ++h) {
-      scores[(size_t)h * stride + m] = s[h];
-      if (s[h] > largest[h])
-        largest[h] = s[h];
+    if (m + kKeysAhead < m1)
+      for (int g = 0; g < kv; ++g) {
+        const char *ahead = (const char *)slot_row(j, 1, g, m + kKeysAhead);
+        for (int l = 0; l < hd * 4; l += 64)
+          _mm_prefetch(ahead + l, _MM_HINT_T0);
+      }
+    for (int g = 0; g < kv; ++g) {
+      const float *key = slot_row(j, 1, g, m);
+      for (int c = 0; c < chunks; ++c) {
+        const int r0 = (g * chunks + c) * kTokenHeads;
+        const float *q = qs + (size_t)r0 * hd;
+        __m512 a[kTokenHeads];
+        for (int h = 0; h < kTokenHeads; ++h)
+          a[h] = _mm512_setzero_ps();
+        for (int d = 0; d < hd; d += 16) {
+          const __m512 kd = _mm512_loadu_ps(key + d);
+          for (int h = 0; h < kTokenHeads; ++h)
+            a[h] = _mm512_fmadd_ps(_mm512_load_ps(q + (size_t)h * hd + d), kd,
+                                   a[h]);
+        }
+        float s[4];
+        _mm_storeu_ps(s, spark_hsum4_ps(a[0], a[1], a[2], a[3]));
+        for (int h = 0; h < kTokenHeads; ++h)
+          scores[(size_t)(r0 + h) * stride + (m - m0)] = s[h];
+      }
     }
   }
-  float total[kTokenHeads];
   const __m512 hidden = _mm512_set1_ps(-1.0e38f);
-  for (int h = 0; h < kTokenHeads; ++h) {
-    float *row = scores + (size_t)h * stride;
-    for (int m = keys; m < keys + 16; ++m) /* padding: weight 0 */
+  float sum_of[kMaxRows];
+  for (int r = 0; r < rows; ++r) {
+    float *row = scores + (size_t)r * stride;
+    for (int m = count; m < count + 16; ++m) /* padding: weight 0 */
       row[m] = -3.0e38f;
-    const __m512 top = _mm512_set1_ps(largest[h]);
+    __m512 high = _mm512_set1_ps(-3.0e38f);
+    for (int m = 0; m < count; m += 16)
+      high = _mm512_max_ps(high, _mm512_loadu_ps(row + m));
+    top[r] = _mm512_reduce_max_ps(high);
+    const __m512 largest16 = _mm512_set1_ps(top[r]);
     __m512 sum = _mm512_setzero_ps();
-    for (int m = 0; m < keys; m += 16) {
+    for (int m = 0; m < count; m += 16) {
       const __m512 score = _mm512_loadu_ps(row + m);
-      const __m512 w =
-          _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(score, hidden, _CMP_GT_OQ),
-                              exp16_nonpositive(_mm512_sub_ps(score, top)));
+      const __m512 w = _mm512_maskz_mov_ps(
+          _mm512_cmp_ps_mask(score, hidden, _CMP_GT_OQ),
+          exp16_nonpositive(_mm512_sub_ps(score, largest16)));
       _mm512_storeu_ps(row + m, w);
       sum = _mm512_add_ps(sum, w);
     }
-    total[h] = _mm512_reduce_add_ps(sum);
+    sum_of[r] = _mm512_reduce_add_ps(sum);
   }
-  for (int m0 = 0; m0 < keys; m0 += kKeyBlock) {
-    const int count = keys - m0 < kKeyBlock ? keys - m0 : kKeyBlock;
-    const float *value[kKeyBlock];
-    for (int b = 0; b < count; ++b) {
-      int32_t unused;
-      value[b] = key_row(j, 0, g, m0 + b, &unused);
-      prefetch_row(j, 0, g, m0 + b, keys);
-    }
-    for (int d0 = 0; d0 < hd; d0 += 64) {
-      __m512 a[kTokenHeads][4];
-      for (int h = 0; h < kTokenHeads; ++h)
-        for (int e = 0; e < 4; ++e)
-          a[h][e] = _mm512_load_ps(acc + (size_t)h * hd + d0 + 16 * e);
-      for (int b = 0; b < count; ++b) {
-        __m512 v[4];
-        for (int e = 0; e < 4; ++e)
-          v[e] = _mm512_loadu_ps(value[b] + d0 + 16 * e);
-        for (int h = 0; h < kTokenHeads; ++h) {
-          const __m512 w = _mm512_set1_ps(scores[(size_t)h * stride + m0 + b]);
-          for (int e = 0; e < 4; ++e)
-            a[h][e] = _mm512_fmadd_ps(w, v[e], a[h][e]);
+  for (int b0 = 0; b0 < count; b0 += kValueBlock) {
+    const int block = count - b0 < kValueBlock ? count - b0 : kValueBlock;
+    for (int g = 0; g < kv; ++g) {
+      const float *value[kValueBlock], *later[kValueBlock];
+      for (int b = 0; b < block; ++b) {
+        value[b] = slot_row(j, 0, g, m0 + b0 + b);
+        const int m = m0 + b0 + b + kValueBlocksAhead * kValueBlock;
+        later[b] = m < m1 ? slot_row(j, 0, g, m) : NULL;
+      }
+      for (int c = 0; c < chunks; ++c) {
+        const int r0 = (g * chunks + c) * kTokenHeads;
+        for (int d0 = 0; d0 < hd; d0 += 64) {
+          __m512 a[kTokenHeads][4];
+          for (int h = 0; h < kTokenHeads; ++h)
+            for (int e = 0; e < 4; ++e)
+              a[h][e] =
+                  _mm512_load_ps(acc + (size_t)(r0 + h) * hd + d0 + 16 * e);
+          for (int b = 0; b < block; ++b) {
+            if (later[b] && c == 0)
+              for (int e = 0; e < 4; ++e)
+                _mm_prefetch((const char *)(later[b] + d0 + 16 * e),
+                             _MM_HINT_T0);
+            __m512 v[4];
+            for (int e = 0; e < 4; ++e)
+              v[e] = _mm512_loadu_ps(value[b] + d0 + 16 * e);
+            for (int h = 0; h < kTokenHeads; ++h) {
+              const __m512 w =
+                  _mm512_set1_ps(scores[(size_t)(r0 + h) * stride + b0 + b]);
+              for (int e = 0; e < 4; ++e)
+                a[h][e] = _mm512_fmadd_ps(w, v[e], a[h][e]);
+            }
+          }
+          for (int h = 0; h < kTokenHeads; ++h)
+            for (int e = 0; e < 4; ++e)
+              _mm512_store_ps(acc + (size_t)(r0 + h) * hd + d0 + 16 * e,
+                              a[h][e]);
         }
       }
-      for (int h = 0; h < kTokenHeads; ++h)
-        for (int e = 0; e < 4; ++e)
-          _mm512_store_ps(acc + (size_t)h * hd + d0 + 16 * e, a[h][e]);
     }
   }
-  for (int h = 0; h < group; ++h) {
+  for (int r = 0; r < rows; ++r) {
+    const int g = r / (chunks * kTokenHeads), h = r % (chunks * kTokenHeads);
+    if (h >= group)
+      continue;
     const int head = g * group + h;
-    spark_attention_store(j, head, t, acc + (size_t)h * hd, 1, total[h]);
+    memcpy(sums + (size_t)head * hd, acc + (size_t)r * hd,
+           sizeof(float) * (size_t)hd);
+    largest[head] = top[r];
+    total[head] = sum_of[r];
   }
   free(buffer);
   return 0;
+}
+
+/* Token t's output from its parts' sums. */
+static void token_combine(const token_job *tj, int t, float *out) {
+  const attention_job *j = &tj->a;
+  const int hd = j->hd, heads = j->heads;
+  for (int head = 0; head < heads; ++head) {
+    float top = -3.0e38f;
+    for (int p = 0; p < tj->parts; ++p) {
+      const float *largest = tj->partial +
+                             ((size_t)t * tj->parts + p) * tj->part_floats +
+                             (size_t)heads * hd;
+      if (largest[head] > top)
+        top = largest[head];
+    }
+    float total = 0.0f;
+    memset(out, 0, sizeof(float) * (size_t)hd);
+    for (int p = 0; p < tj->parts; ++p) {
+      const float *sums =
+          tj->partial + ((size_t)t * tj->parts + p) * tj->part_floats;
+      const float *largest = sums + (size_t)heads * hd,
+                  *totals = largest + heads;
+      if (totals[head] == 0.0f)
+        continue;
+      const float factor = expf(largest[head] - top);
+      total += totals[head] * factor;
+      const __m512 f = _mm512_set1_ps(factor);
+      const float *s = sums + (size_t)head * hd;
+      for (int d = 0; d < hd; d += 16)
+        _mm512_store_ps(out + d, _mm512_fmadd_ps(f, _mm512_load_ps(s + d),
+                                                 _mm512_load_ps(out + d)));
+    }
+    spark_attention_store(j, head, t, out, 1, total);
+  }
+}
+
+static int token_attention(const attention_job *job) {
+  token_job tj;
+  tj.a = *job;
+  const int keys = job->cached + job->n;
+  /* parts of at least kMinPartKeys keys (a multiple of kValueBlock), at
+   * most kMaxParts a token */
+  int part_keys = (keys + kMaxParts - 1) / kMaxParts;
+  if (part_keys < kMinPartKeys)
+    part_keys = kMinPartKeys;
+  part_keys = (part_keys + kValueBlock - 1) / kValueBlock * kValueBlock;
+  tj.part_keys = part_keys;
+  tj.parts = (keys + part_keys - 1) / part_keys;
+  tj.chunks = (job->group + kTokenHeads - 1) / kTokenHeads;
+  tj.part_floats =
+      (size_t)job->heads * job->hd + ((size_t)2 * job->heads + 15) / 16 * 16;
+  if (job->kv_heads * tj.chunks * kTokenHeads > kMaxRows)
+    return halide_do_par_for(NULL, attention_task, 0, job->kv_heads * job->n,
+                             (uint8_t *)job);
+  const size_t floats = (size_t)job->n * tj.parts * tj.part_floats + job->hd;
+  if (posix_memalign((void **)&tj.partial, 64, sizeof(float) * floats) != 0)
+    return -1;
+  int rc = halide_do_par_for(NULL, token_part_task, 0, job->n * tj.parts,
+                             (uint8_t *)&tj);
+  if (rc == 0)
+    for (int t = 0; t < job->n; ++t)
+      token_combine(&tj, t, tj.partial + floats - job->hd);
+  free(tj.partial);
+  return rc;
 }
 
 int spark_avx512_attention(halide_buffer_t *q, halide_buffer_t *k,
@@ -343,9 +500,7 @@ int spark_avx512_attention(halide_buffer_t *q, halide_buffer_t *k,
     return halide_do_par_for(NULL, attention_task, 0, job.kv_heads * job.n,
                              (uint8_t *)&job);
   if (job.n < kTiledTokens)
-    return halide_do_par_for(
-        NULL, job.group <= kTokenHeads ? token_task : attention_task, 0,
-        job.kv_heads * job.n, (uint8_t *)&job);
+    return token_attention(&job);
   const int tokens = kQueries / job.group;
   return halide_do_par_for(NULL, tile_task, 0,
                            job.kv_heads * ((job.n + tokens - 1) / tokens),
