@@ -55,6 +55,47 @@ spark_view(halide_buffer_t *b, halide_dimension_t *d, const void *host,
   }
   return b;
 }
+
+/* Cache rows of 16-bit elements: each f32 key or value rounded to nearest
+   even (NaN stays NaN, f16 overflow goes to infinity, f16 subnormals kept). */
+static inline uint16_t spark_bf16_bits(float value) {
+  uint32_t x;
+  memcpy(&x, &value, sizeof(x));
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((x >> 16) | 0x40u);
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+static inline uint16_t spark_f16_bits(float value) {
+  uint32_t x;
+  memcpy(&x, &value, sizeof(x));
+  const uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+  if (a > 0x7f800000u)
+    return (uint16_t)(sign | 0x7e00u);
+  if (a >= 0x477ff000u) /* 65520 and above (and infinity) */
+    return (uint16_t)(sign | 0x7c00u);
+  if (a >= 0x38800000u) /* a normal f16 */
+    return (uint16_t)(sign | ((a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13));
+  if (a <= 0x33000000u) /* at most half the least subnormal */
+    return (uint16_t)sign;
+  const int shift = 126 - (int)(a >> 23); /* 14 .. 24 */
+  const uint32_t m = (a & 0x7fffffu) | 0x800000u, half = 1u << (shift - 1);
+  const uint32_t rest = m & ((half << 1) - 1u);
+  uint32_t k = m >> shift;
+  if (rest > half || (rest == half && (k & 1u)))
+    ++k;
+  return (uint16_t)(sign | k);
+}
+
+static inline void spark_round_row_bf16(uint16_t *out, const float *in, int n) {
+  for (int i = 0; i < n; ++i)
+    out[i] = spark_bf16_bits(in[i]);
+}
+
+static inline void spark_round_row_f16(uint16_t *out, const float *in, int n) {
+  for (int i = 0; i < n; ++i)
+    out[i] = spark_f16_bits(in[i]);
+}
 )";
 
 /// Halide type code and bits of a view's elements.
@@ -240,14 +281,24 @@ public:
     std::string slot = cache.ring
                            ? formatv("(pos0 + t) % {0}", cache.slots).str()
                            : std::string("pos0 + t");
+    os << "  if (profile)\n    started = profile_clock();\n"
+          "  for (int32_t t = 0; t < n; ++t)\n";
+    if (cache.dtype == DType::F32)
+      os << formatv(
+          "    memcpy((float *)C[{0}] + (size_t)({1}) * {2},\n"
+          "           A + {3} + {4} + (size_t)t * {5}, {2} * sizeof(float));\n",
+          step.cache, slot, step.width, plan.arena[v.index].offset, v.column,
+          v.rowStride);
+    else // rounded to the cache's 16-bit type (kDriverPrelude)
+      os << formatv(
+          "    spark_round_row_{6}((uint16_t *)C[{0}] + (size_t)({1}) "
+          "* {2},\n"
+          "        A + {3} + {4} + (size_t)t * {5}, {2});\n",
+          step.cache, slot, step.width, plan.arena[v.index].offset, v.column,
+          v.rowStride, cache.dtype == DType::BF16 ? "bf16" : "f16");
     os << formatv(
-        "  if (profile)\n    started = profile_clock();\n"
-        "  for (int32_t t = 0; t < n; ++t)\n"
-        "    memcpy((float *)C[{0}] + (size_t)({1}) * {2},\n"
-        "           A + {3} + {4} + (size_t)t * {5}, {2} * sizeof(float));\n"
-        "  if (profile)\n    profile[{6}] += profile_clock() - started;\n",
-        step.cache, slot, step.width, plan.arena[v.index].offset, v.column,
-        v.rowStride, index);
+        "  if (profile)\n    profile[{0}] += profile_clock() - started;\n",
+        index);
   }
 
   void write(const TargetInfo &target) {
@@ -429,9 +480,9 @@ public:
                     t.bytes());
     os << "};\n\nstatic const spark_cache_def caches[] = {\n";
     for (const CacheSpec &c : plan.caches)
-      os << formatv("    {{{0}, SPARK_DTYPE_F32, {1}, {2}, {3}},\n",
+      os << formatv("    {{{0}, SPARK_DTYPE_{4}, {1}, {2}, {3}},\n",
                     c.ring ? "SPARK_CACHE_RING" : "SPARK_CACHE_LINEAR", c.slots,
-                    c.kvHeads, c.headDim);
+                    c.kvHeads, c.headDim, dtypeName(c.dtype));
     os << "};\n\n";
     os << "static const spark_call_def calls[] = {\n";
     for (const Step &s : plan.steps)
@@ -607,7 +658,7 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
                                   {"slots", c.slots},
                                   {"kv_heads", c.kvHeads},
                                   {"head_dim", c.headDim},
-                                  {"dtype", "f32"},
+                                  {"dtype", dtypeName(c.dtype).lower()},
                                   {"bytes", c.bytes()}});
     cacheBytes += c.bytes();
   }

@@ -985,7 +985,7 @@ llvm::Error Planner::lower(Operation *op) {
     spec.slots = cache.slots;
     spec.ring = cache.ring;
     spec.scale = attn.getScale().convertToDouble();
-    spec.weightType = DType::F32;
+    spec.weightType = cache.dtype; // the caches' elements
     spec.gated = bool(attn.getGate());
     step.kernel = kernel(spec);
     const int64_t hd = spec.headDim;
@@ -993,6 +993,7 @@ llvm::Error Planner::lower(Operation *op) {
       View v;
       v.base = View::Base::Cache;
       v.index = index;
+      v.type = plan.caches[index].dtype;
       v.extents = {hd, spec.kvHeads, spec.slots};
       v.strides = {1, hd, hd * spec.kvHeads};
       return viewArg(v);
@@ -1125,6 +1126,15 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
     cache.slots = type.getShape()[0];
     cache.kvHeads = type.getShape()[1];
     cache.headDim = type.getShape()[2];
+    Type element = type.getElementType();
+    if (element.isBF16())
+      cache.dtype = DType::BF16;
+    else if (element.isF16())
+      cache.dtype = DType::F16;
+    else if (!element.isF32())
+      return error(step, llvm::formatv("cache argument {0} has elements of "
+                                       "neither f32, bf16 nor f16",
+                                       i));
     storage[arg] = {Storage::Kind::Cache, int64_t(plan.caches.size()), 0, 0};
     plan.caches.push_back(cache);
   }

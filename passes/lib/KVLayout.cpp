@@ -21,12 +21,26 @@ struct CacheLayoutChoice {
 
 struct KVLayout : spark::impl::SparkKVLayoutBase<KVLayout> {
   using Base::Base;
+  Type element; // of every cache
 
   void runOnOperation() override {
     if (maxContext < 1) {
       getOperation().emitError()
           << "spark-kv-layout: max-context must be positive, got "
           << int64_t(maxContext);
+      return signalPassFailure();
+    }
+    Builder b(&getContext());
+    if (cacheType == "f32")
+      element = b.getF32Type();
+    else if (cacheType == "bf16")
+      element = b.getBF16Type();
+    else if (cacheType == "f16")
+      element = b.getF16Type();
+    else {
+      getOperation().emitError()
+          << "spark-kv-layout: cache-type must be f32, bf16 or f16, got '"
+          << cacheType << "'";
       return signalPassFailure();
     }
     for (auto func : getOperation().getOps<func::FuncOp>())
@@ -72,8 +86,7 @@ struct KVLayout : spark::impl::SparkKVLayoutBase<KVLayout> {
     for (auto &[cache, choice] : choices) {
       auto type = cast<RankedTensorType>(cache.getType());
       auto sized = RankedTensorType::get(
-          {choice.slots, type.getDimSize(1), type.getDimSize(2)},
-          type.getElementType());
+          {choice.slots, type.getDimSize(1), type.getDimSize(2)}, element);
       cache.setType(sized);
       // Writes into this cache take its layout; their results, its type.
       for (Operation *user : cache.getUsers())

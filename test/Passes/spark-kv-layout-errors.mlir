@@ -1,6 +1,8 @@
 // RUN: spark-opt %s --spark-kv-layout=max-context=64 --split-input-file --verify-diagnostics
 // RUN: not spark-opt %s --spark-kv-layout=max-context=0 --split-input-file 2>&1 | FileCheck %s --check-prefix=CTX
 // CTX: spark-kv-layout: max-context must be positive, got 0
+// RUN: not spark-opt %s --spark-kv-layout="max-context=64 cache-type=f64" --split-input-file 2>&1 | FileCheck %s --check-prefix=TYPE
+// TYPE: spark-kv-layout: cache-type must be f32, bf16 or f16, got 'f64'
 
 func.func @cache_not_an_argument(%q: tensor<?x32xf32>, %k: tensor<?x16xf32>, %pos: tensor<?xi32>,
                                  %c: tensor<64x2x8xf32>) -> tensor<?x32xf32> {

@@ -1,4 +1,18 @@
 // RUN: spark-opt %s --spark-kv-layout=max-context=64 | FileCheck %s
+// RUN: spark-opt %s --spark-kv-layout="max-context=64 cache-type=bf16" | FileCheck %s --check-prefix=BF16
+// RUN: spark-opt %s --spark-kv-layout="max-context=64 cache-type=f16" | FileCheck %s --check-prefix=F16
+
+// Every cache takes the element type; the values written stay f32.
+// BF16-LABEL: func @step
+// BF16-SAME: tensor<7x2x8xbf16>, %{{[^:]+}}: tensor<7x2x8xbf16>, %{{[^:]+}}: tensor<64x2x8xbf16>, %{{[^:]+}}: tensor<64x2x8xbf16>)
+// BF16-SAME: -> (tensor<7x2x8xbf16>, tensor<7x2x8xbf16>, tensor<64x2x8xbf16>, tensor<64x2x8xbf16>)
+// BF16: spark.attention sliding ring {{.+}} : (tensor<?x32xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<7x2x8xbf16>, tensor<7x2x8xbf16>, tensor<?xi32>) -> tensor<?x32xf32>
+// BF16: spark.kv_write ring {{.+}} : tensor<?x16xf32>, tensor<?xi32> -> tensor<7x2x8xbf16>
+// BF16-LABEL: func @wide_window
+// BF16-SAME: tensor<64x2x8xbf16>
+// F16-LABEL: func @step
+// F16-SAME: tensor<7x2x8xf16>, %{{[^:]+}}: tensor<7x2x8xf16>, %{{[^:]+}}: tensor<64x2x8xf16>, %{{[^:]+}}: tensor<64x2x8xf16>)
+// F16: spark.kv_write linear {{.+}} -> tensor<64x2x8xf16>
 
 // CHECK-LABEL: func @step
 // CHECK-SAME: %[[SK:[^:]+]]: tensor<7x2x8xf32>, %[[SV:[^:]+]]: tensor<7x2x8xf32>, %[[FK:[^:]+]]: tensor<64x2x8xf32>, %[[FV:[^:]+]]: tensor<64x2x8xf32>)

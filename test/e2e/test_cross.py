@@ -82,6 +82,12 @@ class CrossTargets(test_e2e.EndToEnd):
         self.require("arm64")
         self.snr_of_build(["--quant=w4a8"], "arm64-mini-w4a8", 5.0, target="arm64")
 
+    def test_arm64_f16_caches_of_mini(self):
+        # --kv-cache=f16: Halide's attention kernel reads the 16-bit caches
+        # and the driver rounds what it writes (host: 70.3 dB).
+        self.require("arm64")
+        self.snr_of_build(["--kv-cache=f16"], "arm64-mini-kv-f16", 65.0, target="arm64")
+
     # Hexagon: f32 kernels run on the scalar core (v66 HVX has no float
     # lanes), int8 products on HVX (vrmpy). Emulating the scalar f16, int8 x
     # f32 and 4-bit kernels is slow (w8a16: 1.7 s per prompt token and 3.3 s
@@ -117,6 +123,13 @@ class CrossTargets(test_e2e.EndToEnd):
         self.require("hexagon")
         self.snr_of_build(["--quant=w4a16"], "hexagon-mini-w4a16", 5.0, target="hexagon",
                           prompt_length=80, n_predict=8)
+
+    def test_hexagon_bf16_caches_of_mini(self):
+        # --kv-cache=bf16 on the freestanding runtime (host: 52.1 dB over 150
+        # prompt tokens).
+        self.require("hexagon")
+        self.snr_of_build(["--kv-cache=bf16"], "hexagon-mini-kv-bf16", 48.0,
+                          target="hexagon", prompt_length=80, n_predict=8)
 
     # A host build on an x86-64 CPU without AVX-512 (qemu's `max` CPU): the
     # driver picks the avx2 variant from CPUID, and nothing it runs may use

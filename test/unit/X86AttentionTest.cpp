@@ -15,6 +15,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -59,11 +61,52 @@ struct Buffer {
   }
 };
 
+/// A cache of 16-bit elements (bf16 or f16) holding the values of an f32
+/// buffer, each rounded toward zero to the type (which rewrites them in the
+/// f32 buffer, so that the reference reads what the kernel reads).
+struct Buffer16 {
+  std::vector<uint16_t> data;
+  halide_buffer_t b{};
+  halide_dimension_t d[3]{};
+  Buffer16(Buffer &from, bool bf16) : data(from.data.size()) {
+    b = from.b;
+    for (int i = 0; i < 3; ++i)
+      d[i] = from.d[i];
+    b.dim = d;
+    b.host = reinterpret_cast<uint8_t *>(data.data());
+    b.type.code = bf16 ? halide_type_bfloat : halide_type_float;
+    b.type.bits = 16;
+    for (size_t i = 0; i < data.size(); ++i) {
+      uint32_t x;
+      std::memcpy(&x, &from.data[i], 4);
+      uint32_t back; // the bits of the 16-bit value as an f32
+      if (bf16) {
+        data[i] = uint16_t(x >> 16);
+        back = x & 0xffff0000u;
+      } else {
+        const uint32_t sign = x & 0x80000000u;
+        const int e = int((x >> 23) & 0xff) - 127 + 15;
+        if (e <= 0) { // below the normal f16 range: zero
+          data[i] = uint16_t(sign >> 16);
+          back = sign;
+        } else {
+          data[i] =
+              uint16_t(sign >> 16 | uint32_t(e) << 10 | (x & 0x7fffffu) >> 13);
+          back = x & 0xffffe000u;
+        }
+      }
+      std::memcpy(&from.data[i], &back, 4);
+    }
+  }
+};
+
 /// (kernel, tokens in the chunk, cached positions, ring cache, key / value
-/// heads, the window of a sliding layer with a linear cache)
+/// heads, the window of a sliding layer with a linear cache, the caches'
+/// elements: "f32", "bf16" or "f16")
 struct Case {
   const char *kernel;
   int n, pos0, ring, kv = 2, window = 0;
+  const char *cache = "f32";
 };
 
 bool cpuHas(const char *kernel) {
@@ -101,6 +144,15 @@ TEST_P(X86Attention, IsTheDefinition) {
   for (Buffer *b : {&q, &k, &v, &kc, &vc, &gate})
     for (float &x : b->data)
       x = normal(rng) * (b == &q ? 2.0f : 1.0f);
+  // 16-bit caches: the kernel reads these, the reference the rounded f32s.
+  const std::string cacheType = c.cache;
+  std::unique_ptr<Buffer16> kc16, vc16;
+  if (cacheType != "f32") {
+    kc16 = std::make_unique<Buffer16>(kc, cacheType == "bf16");
+    vc16 = std::make_unique<Buffer16>(vc, cacheType == "bf16");
+  }
+  halide_buffer_t *kcb = kc16 ? &kc16->b : &kc.b,
+                  *vcb = vc16 ? &vc16->b : &vc.b;
   // Key m as the chunk sees it, and its position (x86_attention.h).
   auto key = [&](Buffer &cache, Buffer &own, int g, int m, int &position) {
     if (m < cached) {
@@ -114,7 +166,7 @@ TEST_P(X86Attention, IsTheDefinition) {
   for (int gated = 0; gated < 2; ++gated) {
     SCOPED_TRACE(gated ? "gated" : "not gated");
     std::fill(out.data.begin(), out.data.end(), -7.0f);
-    ASSERT_EQ(kernel(&q.b, &k.b, &v.b, &kc.b, &vc.b, gated ? &gate.b : nullptr,
+    ASSERT_EQ(kernel(&q.b, &k.b, &v.b, kcb, vcb, gated ? &gate.b : nullptr,
                      c.pos0, cached, &out.b, scale, window, c.ring),
               0);
     double worst = 0;
@@ -167,7 +219,10 @@ std::string caseName(const ::testing::TestParamInfo<Case> &info) {
          (info.param.ring ? "_ring" : "_linear") + "_" +
          std::to_string(Heads / info.param.kv) + "heads" +
          (info.param.window ? "_window" + std::to_string(info.param.window)
-                            : "");
+                            : "") +
+         (std::string(info.param.cache) != "f32"
+              ? std::string("_") + info.param.cache + "cache"
+              : "");
 }
 
 // Chunks of 1 and 5 tokens take the per-token task, 8, 17 (a tile of 16
@@ -176,7 +231,9 @@ std::string caseName(const ::testing::TestParamInfo<Case> &info) {
 // 4 query heads per key / value head (Spark's), 2 and 8. At 3000 positions
 // the per-token task splits a token's keys into its most ranges (32 of 94
 // keys, the last shorter); with a window of 100 on a linear cache, all but
-// the last of them see no key.
+// the last of them see no key. bf16 and f16 caches: decode, a short chunk
+// (the cache's rows and the chunk's f32 rows in one key range) and prefill
+// tiles.
 INSTANTIATE_TEST_SUITE_P(
     X86, X86Attention,
     ::testing::Values(Case{"avx2", 1, 30, 0}, Case{"avx2", 17, 130, 1},
@@ -188,7 +245,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"avx512", 1, 30, 1, 1}, Case{"avx512", 9, 30, 0, 1},
                       Case{"avx512", 1, 3000, 0},
                       Case{"avx512", 5, 3000, 0, 2, 100},
-                      Case{"avx2", 3, 3000, 0, 2, 100}),
+                      Case{"avx2", 3, 3000, 0, 2, 100},
+                      Case{"avx512", 1, 3000, 0, 2, 0, "bf16"},
+                      Case{"avx512", 5, 130, 1, 2, 0, "f16"},
+                      Case{"avx512", 17, 130, 1, 2, 0, "bf16"},
+                      Case{"avx512", 70, 130, 0, 2, 0, "f16"}),
     caseName);
 
 } // namespace

@@ -214,6 +214,13 @@ cl::opt<int64_t> maxContext(
     cl::desc("Positions the build holds; sizes the caches (default 4096)"),
     cl::init(4096), cl::cat(category));
 
+cl::opt<std::string> kvCache(
+    "kv-cache",
+    cl::desc("Element type of the key / value caches: f32 (default), bf16 or "
+             "f16 (half the bytes a decode step reads from the caches; keys "
+             "and values rounded when written)"),
+    cl::init("f32"), cl::cat(category));
+
 cl::opt<bool>
     skipFiniteCheck("skip-finite-check",
                     cl::desc("Do not scan weights for NaN/Inf (faster import)"),
@@ -372,6 +379,7 @@ mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module,
   }
   spark::SparkKVLayoutOptions layout;
   layout.maxContext = maxContext;
+  layout.cacheType = kvCache;
   pm->addPass(spark::createSparkKVLayout(layout));
   spark::SparkRopeTablesOptions tables;
   tables.maxContext = maxContext;
@@ -942,6 +950,9 @@ int main(int argc, char **argv) {
   if (maxContext < 1)
     return fail("--max-context must be a positive number of positions, got " +
                 Twine(maxContext));
+  if (kvCache != "f32" && kvCache != "bf16" && kvCache != "f16")
+    return fail("--kv-cache=" + Twine(kvCache) +
+                ": expected f32, bf16 or f16 (the caches' element type)");
   if (maxChunk.getNumOccurrences() == 0)
     maxChunk = std::min<int64_t>(maxChunk, maxContext);
   if (maxChunk < 1 || maxChunk > maxContext)

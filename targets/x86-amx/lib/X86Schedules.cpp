@@ -121,12 +121,23 @@ std::string avx512AttentionWrapper(const KernelSpec &spec,
   "    halide_buffer_t *, int32_t, int32_t, halide_buffer_t *, float,\n"       \
   "    int32_t, int32_t);"
 
-/// Whether an x86 attention microkernel takes `spec` (f32 caches, head_dim
-/// a multiple of 8, up to 16 query heads per key / value head).
-bool attentionFits(const KernelSpec &spec) {
-  return spec.weightType == DType::F32 && spec.headDim % 8 == 0 &&
-         spec.kvHeads > 0 && spec.heads % spec.kvHeads == 0 &&
-         spec.heads / spec.kvHeads <= 16;
+/// Whether an x86 attention microkernel takes `spec`: f32 caches, head_dim
+/// a multiple of 8, up to 16 query heads per key / value head; with
+/// `halfCaches` (avx512_attention.c) also bf16 and f16 caches where its
+/// decode and prefill tasks both take the shape (head_dim a multiple of 64,
+/// a query-head group dividing 64, at most 64 query rows of 4-head chunks;
+/// its f32-only fallback takes the others).
+bool attentionFits(const KernelSpec &spec, bool halfCaches) {
+  if (!(spec.headDim % 8 == 0 && spec.kvHeads > 0 &&
+        spec.heads % spec.kvHeads == 0 && spec.heads / spec.kvHeads <= 16))
+    return false;
+  if (spec.weightType == DType::F32)
+    return true;
+  const int64_t group = spec.heads / spec.kvHeads;
+  return halfCaches &&
+         (spec.weightType == DType::BF16 || spec.weightType == DType::F16) &&
+         spec.headDim % 64 == 0 && 64 % group == 0 &&
+         spec.kvHeads * ((group + 3) / 4) * 4 <= 64;
 }
 
 /// The AVX2 variant's matrix kernels: every quantized scheme and bf16
@@ -156,7 +167,7 @@ const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
       SPARK_ATTENTION_DECLARATION("spark_avx2_attention"),
       avx2AttentionWrapper};
   if (spec.kind == KernelKind::Attention)
-    return attentionFits(spec) ? &attention : nullptr;
+    return attentionFits(spec, false) ? &attention : nullptr;
   if (spec.kind != KernelKind::Linear || spec.out % 4 != 0)
     return nullptr;
   // Which of the three: the rounding of 16-bit inputs.
@@ -206,9 +217,10 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                                     "-mf16c"};
   static const Microkernel avx512W4 = {"spark_avx512_linear_w4a16",
                                        "w4_linear.c", w4Flags};
-  // Attention with f32 caches: all query heads of a key/value head in one
-  // task, each cached row read once per token (decode) or once per tile of
-  // 64 queries (prefill chunks of 8 tokens or more; avx512_attention.c).
+  // Attention with f32, bf16 or f16 caches: all heads of a token and range
+  // of keys in one task, whole cache slots streamed (decode), or the query
+  // heads of a key/value head in tiles of 64 queries, each cached row read
+  // once per tile (prefill chunks of 8 tokens or more; avx512_attention.c).
   // Halide's ran one task per query head and token.
   static const Microkernel attention = {
       "spark_avx512_attention",
@@ -221,7 +233,7 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   if (variant.avx2Linear)
     return avx2MicrokernelFor(spec);
   if (spec.kind == KernelKind::Attention)
-    return attentionFits(spec) ? &attention : nullptr;
+    return attentionFits(spec, true) ? &attention : nullptr;
   const bool tiles = variant.matrixTiles && variant.matrixKernel == "tiles";
   // Whole 32-deep tiles, two 16-row A tiles per step.
   if (tiles && isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0)

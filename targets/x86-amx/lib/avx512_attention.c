@@ -55,6 +55,48 @@ static inline __m512 exp16_nonpositive(__m512 x) {
                              _mm512_castsi512_ps(bits));
 }
 
+/* Row m (cache slot or the chunk's own row) of key / value head g, and its
+ * elements' type (*type). */
+static inline const void *slot_row(const attention_job *j, int cache_key, int g,
+                                   int m, int *type) {
+  if (m < j->cached) {
+    const int slot = m < j->slots ? m : j->slots - 1;
+    const halide_buffer_t *cache = cache_key ? j->kc : j->vc;
+    *type = j->cache_type;
+    return j->cache_type == kCacheF32 ? (const void *)at3(cache, g, slot)
+                                      : (const void *)at3_16(cache, g, slot);
+  }
+  *type = kCacheF32;
+  return at3(cache_key ? j->k : j->v, g, m - j->cached);
+}
+
+/* Elements d..d+15 of a row of `type`, as f32. */
+static inline __attribute__((always_inline)) __m512
+load16(const void *row, const int type, int d) {
+  if (type == kCacheBF16)
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                              (const __m256i *)((const uint16_t *)row + d))),
+                          16));
+  if (type == kCacheF16)
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + d)));
+  return _mm512_loadu_ps((const float *)row + d);
+}
+
+/* The position key m holds (x86_attention.h's key_row). */
+static inline int32_t key_position(const attention_job *j, int m) {
+  if (m >= j->cached)
+    return j->pos0 + m - j->cached;
+  if (!j->ring)
+    return m;
+  const int32_t last = j->pos0 - 1;
+  int32_t back = (last - m) % j->slots;
+  if (back < 0)
+    back += j->slots;
+  return last - back;
+}
+
 enum { kVectors = kQueries / 16 };
 
 /* The scores of keys b..b+3 of the block (rows `key`) for the tile's
@@ -114,10 +156,14 @@ static int tile_task(void *user_context, int task, uint8_t *closure) {
   const int tokens = kQueries / group; /* a tile's tokens */
   const int g = task % j->kv_heads, t0 = task / j->kv_heads * tokens;
   float *buffer = NULL;
+  /* qt, ot and p; with 16-bit caches, a block's cached keys and values
+   * widened to f32 */
+  const size_t widened = j->cache_type == kCacheF32 ? 0 : 2 * kKeyBlock;
   if (posix_memalign((void **)&buffer, 64,
-                     sizeof(float) * ((size_t)2 * hd + kKeyBlock) * kQueries) !=
-      0)
+                     sizeof(float) * (((size_t)2 * hd + kKeyBlock) * kQueries +
+                                      widened * hd)) != 0)
     return -1;
+  float *wide = buffer + ((size_t)2 * hd + kKeyBlock) * kQueries;
   float *qt = buffer, *ot = buffer + (size_t)hd * kQueries,
         *p = ot + (size_t)hd * kQueries;
   /* Query i is token t0 + i / group (the last one again past the chunk's
@@ -151,12 +197,31 @@ static int tile_task(void *user_context, int task, uint8_t *closure) {
     int any = 0;
     for (int b = 0; b < count; ++b) {
       int32_t unused;
-      key[b] = key_row(j, 1, g, m0 + b, &at[b]);
-      value[b] = key_row(j, 0, g, m0 + b, &unused);
+      if (widened && m0 + b < j->cached) { /* widened below */
+        at[b] = key_position(j, m0 + b);
+      } else {
+        key[b] = key_row(j, 1, g, m0 + b, &at[b]);
+        value[b] = key_row(j, 0, g, m0 + b, &unused);
+      }
       any |= at[b] <= last && (j->window <= 0 || at[b] > first - j->window);
     }
     if (!any)
       continue;
+    /* 16-bit cache rows: widened to f32 once for the whole tile */
+    for (int b = 0; widened && b < count && m0 + b < j->cached; ++b) {
+      int type;
+      const void *rows[2] = {slot_row(j, 1, g, m0 + b, &type),
+                             slot_row(j, 0, g, m0 + b, &type)};
+      float *to[2] = {wide + (size_t)b * hd,
+                      wide + (size_t)(kKeyBlock + b) * hd};
+      for (int r = 0; r < 2; ++r)
+        for (int d = 0; d < hd; d += 16)
+          _mm512_store_ps(to[r] + d, type == kCacheBF16
+                                         ? load16(rows[r], kCacheBF16, d)
+                                         : load16(rows[r], kCacheF16, d));
+      key[b] = to[0];
+      value[b] = to[1];
+    }
     const int padded = (count + 3) / 4 * 4;
     for (int b = count; b < padded; ++b) { /* seen by no query */
       key[b] = key[0];
@@ -245,25 +310,65 @@ typedef struct token_job {
                      [heads], total [heads] */
 } token_job;
 
-/* Row m (cache slot or the chunk's own row) of key / value head g. */
-static inline const float *slot_row(const attention_job *j, int cache_key,
-                                    int g, int m) {
-  if (m < j->cached)
-    return at3(cache_key ? j->kc : j->vc, g, m < j->slots ? m : j->slots - 1);
-  return at3(cache_key ? j->k : j->v, g, m - j->cached);
+/* The scores of one key (a row of `type`) for the query heads of its key /
+ * value head: `chunks` x kTokenHeads queries at q ([..][hd]), each score
+ * to out[row * stride]. */
+static inline __attribute__((always_inline)) void
+score_key(const float *q, const void *key, const int type, int hd, int chunks,
+          size_t stride, float *out) {
+  for (int c = 0; c < chunks; ++c) {
+    const float *qc = q + (size_t)c * kTokenHeads * hd;
+    __m512 a[kTokenHeads];
+    for (int h = 0; h < kTokenHeads; ++h)
+      a[h] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d += 16) {
+      const __m512 kd = load16(key, type, d);
+      for (int h = 0; h < kTokenHeads; ++h)
+        a[h] =
+            _mm512_fmadd_ps(_mm512_load_ps(qc + (size_t)h * hd + d), kd, a[h]);
+    }
+    float s[4];
+    _mm_storeu_ps(s, spark_hsum4_ps(a[0], a[1], a[2], a[3]));
+    for (int h = 0; h < kTokenHeads; ++h)
+      out[(size_t)(c * kTokenHeads + h) * stride] = s[h];
+  }
 }
 
-/* The position key m holds (x86_attention.h's key_row). */
-static inline int32_t key_position(const attention_job *j, int m) {
-  if (m >= j->cached)
-    return j->pos0 + m - j->cached;
-  if (!j->ring)
-    return m;
-  const int32_t last = j->pos0 - 1;
-  int32_t back = (last - m) % j->slots;
-  if (back < 0)
-    back += j->slots;
-  return last - back;
+/* acc[row][d] += w[row][b] * value[b][d] for the `block` rows value[] (of
+ * `type`) of one key / value head, its chunks x kTokenHeads query rows
+ * (weights w[row * stride + b]); rows of later[] (if not NULL) are
+ * requested into L1 on the way. */
+static inline __attribute__((always_inline)) void
+add_value_rows(float *acc, const float *w, size_t stride,
+               const void *const *value, const void *const *later, int block,
+               const int type, int hd, int chunks) {
+  const int size = type == kCacheF32 ? 4 : 2;
+  for (int c = 0; c < chunks; ++c) {
+    float *ac = acc + (size_t)c * kTokenHeads * hd;
+    const float *wc = w + (size_t)c * kTokenHeads * stride;
+    for (int d0 = 0; d0 < hd; d0 += 64) {
+      __m512 a[kTokenHeads][4];
+      for (int h = 0; h < kTokenHeads; ++h)
+        for (int e = 0; e < 4; ++e)
+          a[h][e] = _mm512_load_ps(ac + (size_t)h * hd + d0 + 16 * e);
+      for (int b = 0; b < block; ++b) {
+        if (later[b] && c == 0)
+          for (int l = 0; l < 64 * size; l += 64)
+            _mm_prefetch((const char *)later[b] + d0 * size + l, _MM_HINT_T0);
+        __m512 v[4];
+        for (int e = 0; e < 4; ++e)
+          v[e] = load16(value[b], type, d0 + 16 * e);
+        for (int h = 0; h < kTokenHeads; ++h) {
+          const __m512 wh = _mm512_set1_ps(wc[(size_t)h * stride + b]);
+          for (int e = 0; e < 4; ++e)
+            a[h][e] = _mm512_fmadd_ps(wh, v[e], a[h][e]);
+        }
+      }
+      for (int h = 0; h < kTokenHeads; ++h)
+        for (int e = 0; e < 4; ++e)
+          _mm512_store_ps(ac + (size_t)h * hd + d0 + 16 * e, a[h][e]);
+    }
+  }
 }
 
 static int token_part_task(void *user_context, int task, uint8_t *closure) {
@@ -322,29 +427,25 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
     }
     if (m + kKeysAhead < m1)
       for (int g = 0; g < kv; ++g) {
-        const char *ahead = (const char *)slot_row(j, 1, g, m + kKeysAhead);
-        for (int l = 0; l < hd * 4; l += 64)
+        int type;
+        const char *ahead =
+            (const char *)slot_row(j, 1, g, m + kKeysAhead, &type);
+        const int bytes = hd * (type == kCacheF32 ? 4 : 2);
+        for (int l = 0; l < bytes; l += 64)
           _mm_prefetch(ahead + l, _MM_HINT_T0);
       }
     for (int g = 0; g < kv; ++g) {
-      const float *key = slot_row(j, 1, g, m);
-      for (int c = 0; c < chunks; ++c) {
-        const int r0 = (g * chunks + c) * kTokenHeads;
-        const float *q = qs + (size_t)r0 * hd;
-        __m512 a[kTokenHeads];
-        for (int h = 0; h < kTokenHeads; ++h)
-          a[h] = _mm512_setzero_ps();
-        for (int d = 0; d < hd; d += 16) {
-          const __m512 kd = _mm512_loadu_ps(key + d);
-          for (int h = 0; h < kTokenHeads; ++h)
-            a[h] = _mm512_fmadd_ps(_mm512_load_ps(q + (size_t)h * hd + d), kd,
-                                   a[h]);
-        }
-        float s[4];
-        _mm_storeu_ps(s, spark_hsum4_ps(a[0], a[1], a[2], a[3]));
-        for (int h = 0; h < kTokenHeads; ++h)
-          scores[(size_t)(r0 + h) * stride + (m - m0)] = s[h];
-      }
+      int type;
+      const void *key = slot_row(j, 1, g, m, &type);
+      float *out =
+          scores + (size_t)g * chunks * kTokenHeads * stride + (m - m0);
+      const float *q = qs + (size_t)g * chunks * kTokenHeads * hd;
+      if (type == kCacheBF16)
+        score_key(q, key, kCacheBF16, hd, chunks, stride, out);
+      else if (type == kCacheF16)
+        score_key(q, key, kCacheF16, hd, chunks, stride, out);
+      else
+        score_key(q, key, kCacheF32, hd, chunks, stride, out);
     }
   }
   const __m512 hidden = _mm512_set1_ps(-1.0e38f);
@@ -369,45 +470,34 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
     }
     sum_of[r] = _mm512_reduce_add_ps(sum);
   }
-  for (int b0 = 0; b0 < count; b0 += kValueBlock) {
-    const int block = count - b0 < kValueBlock ? count - b0 : kValueBlock;
+  /* blocks of kValueBlock keys, split where the cache's rows end and the
+   * chunk's begin (their types differ) */
+  for (int b0 = 0; b0 < count;) {
+    int block = count - b0 < kValueBlock ? count - b0 : kValueBlock;
+    if (m0 + b0 < j->cached && m0 + b0 + block > j->cached)
+      block = j->cached - (m0 + b0);
     for (int g = 0; g < kv; ++g) {
-      const float *value[kValueBlock], *later[kValueBlock];
+      const void *value[kValueBlock], *later[kValueBlock];
+      int type = kCacheF32, unused;
       for (int b = 0; b < block; ++b) {
-        value[b] = slot_row(j, 0, g, m0 + b0 + b);
+        value[b] = slot_row(j, 0, g, m0 + b0 + b, &type);
         const int m = m0 + b0 + b + kValueBlocksAhead * kValueBlock;
-        later[b] = m < m1 ? slot_row(j, 0, g, m) : NULL;
+        later[b] = m < m1 ? slot_row(j, 0, g, m, &unused) : NULL;
       }
-      for (int c = 0; c < chunks; ++c) {
-        const int r0 = (g * chunks + c) * kTokenHeads;
-        for (int d0 = 0; d0 < hd; d0 += 64) {
-          __m512 a[kTokenHeads][4];
-          for (int h = 0; h < kTokenHeads; ++h)
-            for (int e = 0; e < 4; ++e)
-              a[h][e] =
-                  _mm512_load_ps(acc + (size_t)(r0 + h) * hd + d0 + 16 * e);
-          for (int b = 0; b < block; ++b) {
-            if (later[b] && c == 0)
-              for (int e = 0; e < 4; ++e)
-                _mm_prefetch((const char *)(later[b] + d0 + 16 * e),
-                             _MM_HINT_T0);
-            __m512 v[4];
-            for (int e = 0; e < 4; ++e)
-              v[e] = _mm512_loadu_ps(value[b] + d0 + 16 * e);
-            for (int h = 0; h < kTokenHeads; ++h) {
-              const __m512 w =
-                  _mm512_set1_ps(scores[(size_t)(r0 + h) * stride + b0 + b]);
-              for (int e = 0; e < 4; ++e)
-                a[h][e] = _mm512_fmadd_ps(w, v[e], a[h][e]);
-            }
-          }
-          for (int h = 0; h < kTokenHeads; ++h)
-            for (int e = 0; e < 4; ++e)
-              _mm512_store_ps(acc + (size_t)(r0 + h) * hd + d0 + 16 * e,
-                              a[h][e]);
-        }
-      }
+      const size_t row0 = (size_t)g * chunks * kTokenHeads;
+      float *ag = acc + row0 * hd;
+      const float *wg = scores + row0 * stride + b0;
+      if (type == kCacheBF16)
+        add_value_rows(ag, wg, stride, value, later, block, kCacheBF16, hd,
+                       chunks);
+      else if (type == kCacheF16)
+        add_value_rows(ag, wg, stride, value, later, block, kCacheF16, hd,
+                       chunks);
+      else
+        add_value_rows(ag, wg, stride, value, later, block, kCacheF32, hd,
+                       chunks);
     }
+    b0 += block;
   }
   for (int r = 0; r < rows; ++r) {
     const int g = r / (chunks * kTokenHeads), h = r % (chunks * kTokenHeads);
@@ -473,8 +563,10 @@ static int token_attention(const attention_job *job) {
   tj.part_floats =
       (size_t)job->heads * job->hd + ((size_t)2 * job->heads + 15) / 16 * 16;
   if (job->kv_heads * tj.chunks * kTokenHeads > kMaxRows)
-    return halide_do_par_for(NULL, attention_task, 0, job->kv_heads * job->n,
-                             (uint8_t *)job);
+    return job->cache_type != kCacheF32
+               ? -1
+               : halide_do_par_for(NULL, attention_task, 0,
+                                   job->kv_heads * job->n, (uint8_t *)job);
   const size_t floats = (size_t)job->n * tj.parts * tj.part_floats + job->hd;
   if (posix_memalign((void **)&tj.partial, 64, sizeof(float) * floats) != 0)
     return -1;
@@ -497,8 +589,10 @@ int spark_avx512_attention(halide_buffer_t *q, halide_buffer_t *k,
                           out, scale, window, ring) != 0)
     return -1;
   if (job.hd % kDepthChunk != 0 || kQueries % job.group != 0)
-    return halide_do_par_for(NULL, attention_task, 0, job.kv_heads * job.n,
-                             (uint8_t *)&job);
+    return job.cache_type != kCacheF32
+               ? -1
+               : halide_do_par_for(NULL, attention_task, 0,
+                                   job.kv_heads * job.n, (uint8_t *)&job);
   if (job.n < kTiledTokens)
     return token_attention(&job);
   const int tokens = kQueries / job.group;

@@ -13,9 +13,10 @@
  * own rows m - cached at pos0 + m - cached; a query at pos0 + t sees the
  * keys at positions <= its own (and, in a sliding layer, > its own -
  * window); out = sum softmax(scale q.k) v, divided by 1 + exp(-gate) when
- * gated. Scores are computed in one pass over the keys, their largest
- * subtracted before exp, the values summed in a second pass. Needs
- * hd % 8 == 0 and AVX2 + FMA (the including file's flags). */
+ * gated. The caches hold f32, bf16 or f16 (each read as f32); the task
+ * here takes f32 caches only. Scores are computed in one pass over the keys,
+ * their largest subtracted before exp, the values summed in a second pass.
+ * Needs hd % 8 == 0 and AVX2 + FMA (the including file's flags). */
 #ifndef SPARK_TARGETS_X86_ATTENTION_H
 #define SPARK_TARGETS_X86_ATTENTION_H
 
@@ -52,15 +53,25 @@ static inline __m256 exp_nonpositive(__m256 x) {
                           _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
 }
 
+/* The caches' elements (the chunk's own keys and values are f32). */
+enum { kCacheF32 = 0, kCacheBF16 = 1, kCacheF16 = 2 };
+
 typedef struct attention_job {
   const halide_buffer_t *q, *k, *v, *kc, *vc, *gate, *out;
   int32_t pos0, cached, n, hd, heads, kv_heads, group, slots;
   float scale;
   int32_t window, ring;
+  int32_t cache_type; /* kCacheF32, kCacheBF16, kCacheF16 */
 } attention_job;
 
 static inline const float *at3(const halide_buffer_t *b, int a, int c) {
   return (const float *)b->host + (size_t)a * b->dim[1].stride +
+         (size_t)c * b->dim[2].stride;
+}
+
+/* Row (a, c) of a buffer of 16-bit elements. */
+static inline const uint16_t *at3_16(const halide_buffer_t *b, int a, int c) {
+  return (const uint16_t *)b->host + (size_t)a * b->dim[1].stride +
          (size_t)c * b->dim[2].stride;
 }
 
@@ -241,6 +252,17 @@ spark_attention_job(attention_job *job, halide_buffer_t *q, halide_buffer_t *k,
   job->scale = scale;
   job->window = window;
   job->ring = ring;
+  const struct halide_type_t type = k_cache->type;
+  if (type.code == halide_type_float && type.bits == 32)
+    job->cache_type = kCacheF32;
+  else if (type.code == halide_type_bfloat && type.bits == 16)
+    job->cache_type = kCacheBF16;
+  else if (type.code == halide_type_float && type.bits == 16)
+    job->cache_type = kCacheF16;
+  else
+    return -1;
+  if (v_cache->type.code != type.code || v_cache->type.bits != type.bits)
+    return -1;
   if (job->kv_heads <= 0 || job->heads % job->kv_heads != 0 ||
       job->hd % 8 != 0 || job->heads / job->kv_heads > 16 || job->slots <= 0 ||
       cached < 0 || cached > job->slots)

@@ -94,7 +94,10 @@ struct CacheSpec {
   bool keys = true;
   bool ring = false;
   int64_t slots = 0, kvHeads = 0, headDim = 0;
-  uint64_t bytes() const { return uint64_t(slots * kvHeads * headDim) * 4; }
+  DType dtype = DType::F32; // F32, BF16 or F16
+  uint64_t bytes() const {
+    return uint64_t(slots * kvHeads * headDim) * dtypeSize(dtype);
+  }
 };
 
 /// A strided view of a buffer, as a kernel sees it.

@@ -163,17 +163,23 @@ def SparkKVLayout : Pass<"spark-kv-layout", "mlir::ModuleOp"> {
     p in slot p mod (window - 1); the current token comes from the chunk, so
     this is exact), full-attention layers a linear cache of `max-context`
     slots (so do sliding layers whose window - 1 is not smaller than
-    `max-context`: the same thing). The caches are the step function's arguments and results: their
+    `max-context`: the same thing). Every cache gets the element type
+    `cache-type` (f32, or bf16 / f16 for half the bytes a step reads at long
+    context). The caches are the step function's arguments and results: their
     types change, and `spark.attention` / `spark.kv_write` get the layout.
 
     ```mlir
     // before: %kc : tensor<4096x2x8xf32>, spark.attention sliding linear ... {window = 8}
     // after:  %kc : tensor<7x2x8xf32>,    spark.attention sliding ring ...
+    // cache-type=bf16:  %kc : tensor<7x2x8xbf16>
     ```
   }];
   let options = [
     Option<"maxContext", "max-context", "int64_t", /*default=*/"4096",
-           "Positions a build holds: the slots of full-attention caches">
+           "Positions a build holds: the slots of full-attention caches">,
+    Option<"cacheType", "cache-type", "std::string", /*default=*/"\"f32\"",
+           "Element type of every cache: f32, bf16 or f16 (keys and values "
+           "are rounded to it when written; attention reads them as f32)">
   ];
   let dependentDialects = ["spark::SparkDialect"];
 }
