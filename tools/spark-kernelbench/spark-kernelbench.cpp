@@ -88,7 +88,9 @@ namespace {
 const char *const kUsage =
     "usage: spark-kernelbench [-t|--threads 1,2] [--scheme "
     "w4a16,w4a8,w8a16,w8a8]\n"
-    "                         [--attention-depths 4096,32704] [--rounds 20]\n"
+    "                         [--attention-depths 4096,32704] "
+    "[--attention-cache f32]\n"
+    "                         [--rounds 20]\n"
     "                         [--pool-mib 1024]\n"
     "  Each decode matrix kernel this CPU's model libraries run, at the "
     "1.7b's\n"
@@ -105,7 +107,8 @@ const char *const kUsage =
     "attention\n"
     "              rows (after one row for the sliding layers' full ring); "
     "none:\n"
-    "              no attention rows\n";
+    "              no attention rows\n"
+    "  --attention-cache f32|bf16|f16: the caches' elements (--kv-cache)\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "spark-kernelbench: %s\n", message.c_str());
@@ -374,20 +377,38 @@ class AttentionCase {
 public:
   static constexpr int kHeadDim = 256, kHeads = 8, kKvHeads = 2;
   static constexpr int kWindow = 512;
-  AttentionCase(Variant variant, bool sliding, int depth, size_t poolBytes)
+  /// `cache`: the caches' elements, "f32", "bf16" or "f16".
+  AttentionCase(Variant variant, bool sliding, int depth,
+                const std::string &cache, size_t poolBytes)
       : variant(variant), sliding(sliding),
         slots(sliding ? kWindow - 1 : depth),
-        depth(sliding ? std::max(depth, kWindow - 1) : depth),
-        cacheBytes(size_t(slots) * kKvHeads * kHeadDim * 4),
+        depth(sliding ? std::max(depth, kWindow - 1) : depth), cache(cache),
+        cacheBytes(size_t(slots) * kKvHeads * kHeadDim *
+                   (cache == "f32" ? 4 : 2)),
         copies(int(std::max<size_t>(1, poolBytes / (2 * cacheBytes)))),
         pool(2 * cacheBytes * size_t(copies)), q(size_t(kHeadDim) * kHeads),
         k(size_t(kHeadDim) * kKvHeads), v(k.size()), gate(kHeads, 0.5f),
         out(q.size()) {
     if (!pool.data)
       return;
-    float *f = reinterpret_cast<float *>(pool.data);
-    for (size_t i = 0; i < pool.bytes / 4; ++i)
-      f[i] = float(int(i * 2654435761u >> 20) % 201 - 100) * 0.01f;
+    // Values in -1..1; 16-bit elements: the top half of the f32 (bf16), or
+    // sign, exponent 15 + e and 10 bits of mantissa (f16).
+    for (size_t i = 0; i < pool.bytes / (cache == "f32" ? 4 : 2); ++i) {
+      float x = float(int(i * 2654435761u >> 20) % 201 - 100) * 0.01f;
+      uint32_t bits;
+      std::memcpy(&bits, &x, 4);
+      if (cache == "f32") {
+        std::memcpy(pool.data + 4 * i, &x, 4);
+        continue;
+      }
+      const int e = int((bits >> 23) & 0xff) - 127 + 15;
+      uint16_t h = cache == "bf16" ? uint16_t(bits >> 16)
+                   : e <= 0
+                       ? uint16_t(0)
+                       : uint16_t((bits >> 16 & 0x8000u) | uint32_t(e) << 10 |
+                                  (bits & 0x7fffffu) >> 13);
+      std::memcpy(pool.data + 2 * i, &h, 2);
+    }
     for (size_t i = 0; i < q.size(); ++i)
       q[i] = float(int(i * 37) % 101 - 50) * 0.02f;
     for (size_t i = 0; i < k.size(); ++i)
@@ -407,9 +428,11 @@ public:
     Buffer qb(q.data(), halide_type_float, 32, kHeadDim, kHeads, 1);
     Buffer kb(k.data(), halide_type_float, 32, kHeadDim, kKvHeads, 1);
     Buffer vb(v.data(), halide_type_float, 32, kHeadDim, kKvHeads, 1);
-    Buffer kcb(keys, halide_type_float, 32, kHeadDim, kKvHeads, slots);
-    Buffer vcb(keys + cacheBytes, halide_type_float, 32, kHeadDim, kKvHeads,
-               slots);
+    const halide_type_code_t code =
+        cache == "bf16" ? halide_type_bfloat : halide_type_float;
+    const int bits = cache == "f32" ? 32 : 16;
+    Buffer kcb(keys, code, bits, kHeadDim, kKvHeads, slots);
+    Buffer vcb(keys + cacheBytes, code, bits, kHeadDim, kKvHeads, slots);
     Buffer gb(gate.data(), halide_type_float, 32, kHeads, 1);
     Buffer ob(out.data(), halide_type_float, 32, kHeadDim, kHeads, 1);
     auto kernel = variant == Variant::Avx2 ? spark_avx2_attention
@@ -423,6 +446,7 @@ private:
   Variant variant;
   bool sliding;
   int slots, depth;
+  std::string cache;
   size_t cacheBytes; // one of the layer's two caches
   int copies;
   Region pool;
@@ -444,12 +468,14 @@ struct Rates {
   double kernel, stream, ratio, ratioQ1, ratioQ3; // medians; GB/s
 };
 
-/// Runs `rounds` (after 4 dropped) of the case's calls from memory, each
-/// round after a stream of `roundBytes` of `stream` at the same thread count;
-/// "" or why a call failed.
+/// Runs `rounds` (after 4 dropped) of the case's calls from memory on
+/// `threads` threads, each round after a stream of `roundBytes` of `stream`
+/// at the same thread count; "" or why a call failed (`what`: the shape).
 template <typename Case>
 std::string measure(Case &memory, const Region &stream, size_t roundBytes,
-                    int threads, long long rounds, Rates &rates) {
+                    int threads, long long rounds, const std::string &what,
+                    Rates &rates) {
+  spark_pool_set_threads(threads);
   const int calls =
       int(std::max<size_t>(1, roundBytes / memory.bytesPerCall()));
   std::vector<double> kernelRates, streamRates, ratios;
@@ -463,7 +489,8 @@ std::string measure(Case &memory, const Region &stream, size_t roundBytes,
     double start = now();
     for (int c = 0; c < calls; ++c)
       if (memory.call(next++) != 0)
-        return std::string(memory.kernelName()) + " refused the shape";
+        return std::string(memory.kernelName()) + " refused the shape (" +
+               what + ")";
     double k = double(memory.bytesPerCall()) * calls / (now() - start) / 1e9;
     if (round >= 4) {
       kernelRates.push_back(k);
@@ -477,17 +504,21 @@ std::string measure(Case &memory, const Region &stream, size_t roundBytes,
   return "";
 }
 
-/// A comma-separated list of integers >= 1; "" on success, else why not.
-std::string parseThreads(const std::string &text, std::vector<int> &out) {
+/// A comma-separated list of integers from `lo` to `hi` given to `option`;
+/// "" on success, else why not (`what`: what each integer is).
+std::string parseIntegers(const std::string &text, const char *option, long lo,
+                          long hi, const char *what, std::vector<int> &out) {
   std::stringstream list(text);
   for (std::string item; std::getline(list, item, ',');) {
     char *end = nullptr;
     long value = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || value < 1 || value > 64)
-      return "--threads: '" + item + "' is not a thread count from 1 to 64";
+    if (item.empty() || *end != '\0' || value < lo || value > hi)
+      return std::string(option) + ": '" + item + "' is not " + what +
+             " from " + std::to_string(lo) + " to " + std::to_string(hi);
     out.push_back(int(value));
   }
-  return out.empty() ? "--threads: expected a comma-separated list" : "";
+  return out.empty() ? std::string(option) + ": expected a comma-separated list"
+                     : "";
 }
 
 } // namespace
@@ -505,6 +536,7 @@ int main(int argc, char **argv) {
                          {"rounds", true},
                          {"pool-mib", true},
                          {"attention-depths", true},
+                         {"attention-cache", true},
                          {"help", false}});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -524,7 +556,8 @@ int main(int argc, char **argv) {
                 "than the caches), got " +
                 std::to_string(poolMiB));
   std::vector<int> threadCounts;
-  if (std::string e = parseThreads(args.get("threads", "1,2"), threadCounts);
+  if (std::string e = parseIntegers(args.get("threads", "1,2"), "--threads", 1,
+                                    64, "a thread count", threadCounts);
       !e.empty())
     return fail(e);
   std::vector<SchemeInfo> schemes;
@@ -543,18 +576,21 @@ int main(int argc, char **argv) {
   }
   std::vector<int> depths;
   if (std::string list = args.get("attention-depths", "4096,32704");
-      list != "none") {
-    std::stringstream items(list);
-    for (std::string item; std::getline(items, item, ',');) {
-      char *end = nullptr;
-      long value = std::strtol(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || value < 1 || value > (1 << 20))
-        return fail("--attention-depths: '" + item +
-                    "' is not a number of cached positions from 1 to 1048576");
-      depths.push_back(int(value));
-    }
-  }
+      list != "none")
+    if (std::string e = parseIntegers(list, "--attention-depths", 1, 1 << 20,
+                                      "a number of cached positions", depths);
+        !e.empty())
+      return fail(e);
+  const std::string attentionCache = args.get("attention-cache", "f32");
+  if (attentionCache != "f32" && attentionCache != "bf16" &&
+      attentionCache != "f16")
+    return fail("--attention-cache: '" + attentionCache +
+                "' is not one of f32, bf16, f16");
   Variant variant = cpuVariant();
+  if (variant == Variant::Avx2 && attentionCache != "f32" && !depths.empty())
+    return fail("--attention-cache=" + attentionCache +
+                ": the x86-avx2 variant's attention kernel takes f32 caches "
+                "only (its builds run Halide's for 16-bit ones)");
   if (variant == Variant::None)
     return fail("this CPU has no AVX2, FMA and F16C: there are no x86 matrix "
                 "kernels to measure");
@@ -569,6 +605,21 @@ int main(int argc, char **argv) {
   std::memset(stream.data, 1, stream.bytes);
   const size_t roundBytes = std::min<size_t>(poolBytes / 4, size_t(256) << 20);
 
+  // Each thread count's rates of `memory` (a KernelCase or AttentionCase)
+  // to row(threads, rates), the table's row printed and flushed; 0, or
+  // fail()'s code.
+  auto measureRows = [&](auto &memory, const std::string &what, auto row) {
+    for (int threads : threadCounts) {
+      Rates r{};
+      if (std::string e =
+              measure(memory, stream, roundBytes, threads, rounds, what, r);
+          !e.empty())
+        return fail(e);
+      row(threads, r);
+      std::fflush(stdout);
+    }
+    return 0;
+  };
   if (!schemes.empty())
     std::printf("| scheme | kernel | matrix | K | N | threads | from memory "
                 "GB/s | stream GB/s | median %% of stream (q1-q3) | from L2 "
@@ -595,14 +646,9 @@ int main(int argc, char **argv) {
       if (!memory.ok() || !cached.ok())
         return fail("cannot map " + std::to_string(poolMiB) +
                     " MiB of matrix copies; use a smaller --pool-mib");
-      for (int threads : threadCounts) {
-        spark_pool_set_threads(threads);
-        Rates r{};
-        if (std::string e =
-                measure(memory, stream, roundBytes, threads, rounds, r);
-            !e.empty())
-          return fail(e + ": K = " + std::to_string(shape.K) +
-                      ", N = " + std::to_string(shape.N));
+      const std::string what =
+          "K = " + std::to_string(shape.K) + ", N = " + std::to_string(shape.N);
+      int rc = measureRows(memory, what, [&](int threads, const Rates &r) {
         // From L2: as many calls as read the same number of bytes.
         const int cachedCalls =
             int(std::max<size_t>(1, roundBytes / cached.bytesPerCall()));
@@ -620,8 +666,9 @@ int main(int argc, char **argv) {
                     s.name, memory.kernelName(), shape.what, shape.K, shape.N,
                     threads, r.kernel, r.stream, 100 * r.ratio, 100 * r.ratioQ1,
                     100 * r.ratioQ3, bestCached);
-        std::fflush(stdout);
-      }
+      });
+      if (rc != 0)
+        return rc;
     }
   if (!notes.empty())
     std::printf("\n%s", notes.c_str());
@@ -630,33 +677,30 @@ int main(int argc, char **argv) {
   // at each depth.
   if (depths.empty())
     return 0;
-  std::printf("%s| layer | kernel | cached keys | threads | from memory GB/s "
-              "| stream GB/s | median %% of stream (q1-q3) |\n"
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n",
+  std::printf("%s| layer | kernel | cache | cached keys | threads | from "
+              "memory GB/s | stream GB/s | median %% of stream (q1-q3) |\n"
+              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n",
               schemes.empty() ? "" : "\n");
   std::vector<std::pair<bool, int>> layers{{true, depths.front()}};
   for (int depth : depths)
     layers.push_back({false, depth});
   for (auto [sliding, depth] : layers) {
-    AttentionCase memory(variant, sliding, depth, poolBytes);
+    AttentionCase memory(variant, sliding, depth, attentionCache, poolBytes);
     if (!memory.ok())
       return fail("cannot map the caches of " + std::to_string(depth) +
                   " positions; use a smaller --pool-mib or depth");
-    for (int threads : threadCounts) {
-      spark_pool_set_threads(threads);
-      Rates r{};
-      if (std::string e =
-              measure(memory, stream, roundBytes, threads, rounds, r);
-          !e.empty())
-        return fail(e + ": " + std::to_string(memory.cachedKeys()) +
-                    " cached keys");
-      std::printf("| %s | %s | %d | %d | %.1f | %.1f | %.0f%% (%.0f-%.0f%%) "
-                  "|\n",
+    const std::string what =
+        std::to_string(memory.cachedKeys()) + " cached keys";
+    int rc = measureRows(memory, what, [&](int threads, const Rates &r) {
+      std::printf("| %s | %s | %s | %d | %d | %.1f | %.1f | %.0f%% "
+                  "(%.0f-%.0f%%) |\n",
                   sliding ? "sliding (ring of 511)" : "full",
-                  memory.kernelName(), memory.cachedKeys(), threads, r.kernel,
-                  r.stream, 100 * r.ratio, 100 * r.ratioQ1, 100 * r.ratioQ3);
-      std::fflush(stdout);
-    }
+                  memory.kernelName(), attentionCache.c_str(),
+                  memory.cachedKeys(), threads, r.kernel, r.stream,
+                  100 * r.ratio, 100 * r.ratioQ1, 100 * r.ratioQ3);
+    });
+    if (rc != 0)
+      return rc;
   }
   return 0;
 }
