@@ -229,11 +229,11 @@ std::string caseName(const ::testing::TestParamInfo<Case> &info) {
 // tokens and one more) and 70 the tiled one; positions 0 (no cache), 30 (a
 // ring not yet full) and 130 (a ring that has wrapped; 130 linear slots);
 // 4 query heads per key / value head (Spark's), 2 and 8. At 3000 positions
-// the per-token task splits a token's keys into its most ranges (32 of 94
-// keys, the last shorter); with a window of 100 on a linear cache, all but
-// the last of them see no key. bf16 and f16 caches: decode, a short chunk
-// (the cache's rows and the chunk's f32 rows in one key range) and prefill
-// tiles.
+// the per-token task splits a token's keys into 24 ranges (128 keys, the
+// last shorter); with a window of 100 on a linear cache, all but the last of
+// them see no key. At 9000, into its most ranges (32 of 288 keys). bf16 and f16
+// caches: decode, a short chunk (the cache's rows and the chunk's f32 rows in
+// one key range) and prefill tiles.
 INSTANTIATE_TEST_SUITE_P(
     X86, X86Attention,
     ::testing::Values(Case{"avx2", 1, 30, 0}, Case{"avx2", 17, 130, 1},
@@ -243,7 +243,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"avx512", 70, 0, 1}, Case{"avx512", 1, 130, 0, 4},
                       Case{"avx512", 20, 130, 1, 4},
                       Case{"avx512", 1, 30, 1, 1}, Case{"avx512", 9, 30, 0, 1},
-                      Case{"avx512", 1, 3000, 0},
+                      Case{"avx512", 1, 3000, 0}, Case{"avx512", 1, 9000, 0},
                       Case{"avx512", 5, 3000, 0, 2, 100},
                       Case{"avx2", 3, 3000, 0, 2, 100},
                       Case{"avx512", 1, 3000, 0, 2, 0, "bf16"},

@@ -293,7 +293,10 @@ static int tile_task(void *user_context, int task, uint8_t *closure) {
 enum {
   kTokenHeads = 4, /* query heads a pass computes together */
   kMaxParts = 32,  /* key ranges per token */
-  kMinPartKeys = 64,
+  /* a sliding layer's 511 keys in 4 ranges: with 2 (256 keys) the ring ran
+   * 5-8% faster alone (spark-kernelbench), no faster in the 1.7b's step;
+   * more ranges than threads keep the pool's stealing */
+  kMinPartKeys = 128,
   kValueBlock = 16,
   kMaxRows = 64, /* key / value heads x query heads rounded up to 4 */
   /* rows requested into L1 ahead: key slots, blocks of values (1.7b at
