@@ -29,6 +29,8 @@ END = "<!-- END quant-quality table -->"
 # (name, spark-compile flags, emulation type or None, note)
 CONFIGS = [
     ("bf16", ["--dtype=bf16"], None, "weights bf16"),
+    ("f32, bf16 caches", ["--kv-cache=bf16"], None, "keys and values bf16 (--kv-cache)"),
+    ("f32, f16 caches", ["--kv-cache=f16"], None, "keys and values f16"),
     ("w8a16", ["--quant=w8a16"], None, "bf16 activations"),
     ("w8a8", ["--quant=w8a8"], None, "int8 per token"),
     ("w8a8 block 32", ["--quant=w8a8", "--activation-block=32"], None, "int8 per 32 inputs"),
@@ -45,6 +47,8 @@ CONFIGS = [
                                     "--quant-override=model.embedding.weight=int8"], None, "recipe"),
     ("w4a8 g128 +imp", ["--quant=w4a8", "CALIB"], None, "int8 per token"),
     ("w4a8 g64 +imp", ["--quant=w4a8", "--group-size=64", "CALIB"], None, "int8 per token"),
+    ("w4a8 g64 +imp, bf16 caches", ["--quant=w4a8", "--group-size=64", "CALIB", "--kv-cache=bf16"],
+     None, "int8 per token, caches bf16"),
     ("w4a8 g64 +imp, block 64", ["--quant=w4a8", "--group-size=64", "--activation-block=64", "CALIB"],
      None, "int8 per 64 inputs"),
     ("Q8_0 (emulated)", [], "q8_0", "llama.cpp format, RTN, f32 activations"),
