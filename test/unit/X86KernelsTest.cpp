@@ -13,6 +13,9 @@
 //               also rows that are not a multiple of its 4-row tiles)
 //   avx512bf16: bf16_linear.c (w8a16 with bf16 inputs, bf16; also rows that
 //               are not a multiple of the 4-row tiles)
+//   avx512bf16_fma, avx512bf16_dot: its bf16 prefill tiles on f32 FMAs and
+//               on vdpbf16ps, both on every CPU with AVX512_BF16 (the
+//               kernel takes the one its CPU runs faster)
 // A CPU without a set's features prints [SKIP] and its cases are reported
 // as skipped.
 //
@@ -54,6 +57,8 @@ SPARK_W4_KERNEL(spark_vnni_linear_w4a16_xbf16)
 SPARK_W4_KERNEL(spark_vnni_linear_w4a16_xf16)
 SPARK_W8_KERNEL(spark_bf16_linear_w8a16)
 int spark_bf16_linear(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
+int spark_bf16_linear_tiles(halide_buffer_t *, halide_buffer_t *,
+                            halide_buffer_t *, int dot_products);
 int spark_test_avx512_inputs_mismatches(unsigned seed, int trials);
 int spark_test_avx2_inputs_mismatches(unsigned seed, int trials);
 
@@ -171,6 +176,36 @@ const KernelSet kAvx512BF16 = {"avx512bf16",
                                spark_bf16_linear,
                                1,
                                true};
+
+int bf16OnFmas(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *out) {
+  return spark_bf16_linear_tiles(x, w, out, 0);
+}
+int bf16OnDotProducts(halide_buffer_t *x, halide_buffer_t *w,
+                      halide_buffer_t *out) {
+  return spark_bf16_linear_tiles(x, w, out, 1);
+}
+const KernelSet kAvx512BF16Fma = {"avx512bf16_fma",
+                                  cpuHasAvx512BF16,
+                                  "AVX512_BF16",
+                                  nullptr,
+                                  nullptr,
+                                  {128},
+                                  {nullptr, nullptr, nullptr},
+                                  {nullptr, nullptr},
+                                  bf16OnFmas,
+                                  1,
+                                  true};
+const KernelSet kAvx512BF16Dot = {"avx512bf16_dot",
+                                  cpuHasAvx512BF16,
+                                  "AVX512_BF16",
+                                  nullptr,
+                                  nullptr,
+                                  {128},
+                                  {nullptr, nullptr, nullptr},
+                                  {nullptr, nullptr},
+                                  bf16OnDotProducts,
+                                  1,
+                                  true};
 
 #define SKIP_WITHOUT(set)                                                      \
   if (!(set).cpu()) {                                                          \
@@ -593,7 +628,9 @@ INSTANTIATE_TEST_SUITE_P(
     caseName);
 INSTANTIATE_TEST_SUITE_P(
     X86, WideKernels,
-    ::testing::Combine(::testing::Values(&kAvx2, &kAvx512BF16), kTokens),
+    ::testing::Combine(::testing::Values(&kAvx2, &kAvx512BF16, &kAvx512BF16Fma,
+                                         &kAvx512BF16Dot),
+                       kTokens),
     caseName);
 
 } // namespace

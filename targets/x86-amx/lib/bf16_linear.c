@@ -9,12 +9,11 @@
  * decode (int16 inputs on vpdpwssd, as avx2_linear.c takes them) read one
  * row at a time as one stream, each line requested into L2
  * spark_prefetch_avx512_rows() ahead; prefill runs register tiles: bf16 4 rows
- * x 6 tokens on f32 FMAs, w8a16 4 x 3 on vpdpwssd (K % 128 != 0: 4 x 4 on
- * vdpbf16ps). (w4a16 with bf16 inputs is int8_linear.c's.) Needs
- * K % 32 == 0.
- * Compiled with -mavx512f -mavx512bw -mavx512bf16 -mavx512vnni -mf16c;
- * entered only when CPUID reports AVX512_BF16 (the avx512bf16 variant also
- * requires AVX512_VNNI).
+ * x 6 tokens on vdpbf16ps (AMD) or f32 FMAs (Intel), w8a16 4 x 3 on vpdpwssd (K
+ * % 128 != 0: 4 x 4 on vdpbf16ps). (w4a16 with bf16 inputs is int8_linear.c's.)
+ * Needs K % 32 == 0. Compiled with -mavx512f -mavx512bw -mavx512bf16
+ * -mavx512vnni -mf16c; entered only when CPUID reports AVX512_BF16 (the
+ * avx512bf16 variant also requires AVX512_VNNI).
  */
 #include "HalideRuntime.h"
 #include "avx512_sums.h"
@@ -38,6 +37,7 @@ typedef struct bf16_job {
   float *out;              /* [T][out_stride] */
   int K, N, T, out_stride, rows_per_task;
   int ahead; /* decode: spark_prefetch_avx512_rows() */
+  int dot;   /* bf16 prefill: vdpbf16ps tiles (bf16_dot_tile) */
 } bf16_job;
 
 /* w8a16 decode's scaling group of int16 inputs (as avx2_linear.c's). */
@@ -277,6 +277,46 @@ bf16_tile(const bf16_job *job, int n, int t0, const int TB) {
                   spark_hsum4_ps(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
 }
 
+/* bf16 prefill on vdpbf16ps: rows n..n+3 times tokens t0..t0+TB-1 (TB a
+ * constant after inlining, at most kBF16TileTokens), the weights and the
+ * inputs rounded to bf16 (job->x) as they are, 32 products a vdpbf16ps. On
+ * AMD Zen 5 a vdpbf16ps issues as often as a vfmadd (3.3 G/s each on one
+ * core of the 2-core VM), so it does twice the products of the f32 tile,
+ * with no widening. */
+static inline __attribute__((always_inline)) void
+bf16_dot_tile(const bf16_job *job, int n, int t0, const int TB) {
+  const int K = job->K;
+  const uint16_t *w = job->w + (size_t)n * K;
+  const uint16_t *x = job->x + (size_t)t0 * K;
+  __m512 acc[4][kBF16TileTokens];
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t < TB; ++t)
+      acc[r][t] = _mm512_setzero_ps();
+  for (int k = 0; k < K; k += 32) {
+    __m512bh wv[4];
+    for (int r = 0; r < 4; ++r)
+      wv[r] = (__m512bh)_mm512_loadu_si512(w + (size_t)r * K + k);
+    for (int t = 0; t < TB; ++t) {
+      const __m512bh xv = (__m512bh)_mm512_load_si512(x + (size_t)t * K + k);
+      for (int r = 0; r < 4; ++r)
+        acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], xv);
+    }
+  }
+  for (int t = 0; t < TB; ++t)
+    _mm_storeu_ps(job->out + (size_t)(t0 + t) * job->out_stride + n,
+                  spark_hsum4_ps(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+}
+
+/* One tile of rows n..n+3 times `tokens` tokens from t0, on the job's
+ * instructions. */
+static inline __attribute__((always_inline)) void
+bf16_any_tile(const bf16_job *job, int n, int t0, const int TB) {
+  if (job->dot)
+    bf16_dot_tile(job, n, t0, TB);
+  else
+    bf16_tile(job, n, t0, TB);
+}
+
 /* bf16 prefill of rows n0..n1-1: tiles of 4 rows, token tiles outermost so
  * that a tile's inputs stay in L1 while the task's rows come from L2; the
  * rows past the last whole tile one at a time. */
@@ -289,22 +329,22 @@ static void bf16_rows(const bf16_job *job, int n0, int n1) {
     for (int n = n0; n < n4; n += 4) {
       switch (tokens) {
       case 6:
-        bf16_tile(job, n, t0, 6);
+        bf16_any_tile(job, n, t0, 6);
         break;
       case 5:
-        bf16_tile(job, n, t0, 5);
+        bf16_any_tile(job, n, t0, 5);
         break;
       case 4:
-        bf16_tile(job, n, t0, 4);
+        bf16_any_tile(job, n, t0, 4);
         break;
       case 3:
-        bf16_tile(job, n, t0, 3);
+        bf16_any_tile(job, n, t0, 3);
         break;
       case 2:
-        bf16_tile(job, n, t0, 2);
+        bf16_any_tile(job, n, t0, 2);
         break;
       default:
-        bf16_tile(job, n, t0, 1);
+        bf16_any_tile(job, n, t0, 1);
         break;
       }
     }
@@ -313,8 +353,15 @@ static void bf16_rows(const bf16_job *job, int n0, int n1) {
     for (int t = 0; t < job->T; ++t) {
       __m512 acc = _mm512_setzero_ps();
       for (int k = 0; k < K; k += 32) {
+        const __m512i wv = _mm512_loadu_si512(job->w + (size_t)n * K + k);
+        if (job->dot) {
+          acc = _mm512_dpbf16_ps(
+              acc, (__m512bh)wv,
+              (__m512bh)_mm512_load_si512(job->x + (size_t)t * K + k));
+          continue;
+        }
         __m512 even, odd;
-        bf16_pairs(_mm512_loadu_si512(job->w + (size_t)n * K + k), &even, &odd);
+        bf16_pairs(wv, &even, &odd);
         const float *x = job->xf + (size_t)t * K + k;
         acc = _mm512_fmadd_ps(even, _mm512_load_ps(x), acc);
         acc = _mm512_fmadd_ps(odd, _mm512_load_ps(x + 16), acc);
@@ -423,7 +470,7 @@ static int run_bf16(const halide_buffer_t *x, bf16_job *job) {
   if (job->codes && job->K % kInputGroup == 0) {
     if (spark_prepare_int16_avx512(x, kSparkBF16Inputs, 0, &in) != 0)
       return -1;
-  } else if (!job->codes && job->T > 1) {
+  } else if (!job->codes && job->T > 1 && !job->dot) {
     if (!(xf = to_bf16_pairs(x)))
       return -1;
   } else if (!(xb = to_bf16(x))) {
@@ -443,8 +490,19 @@ static int run_bf16(const halide_buffer_t *x, bf16_job *job) {
   return rc;
 }
 
-int spark_bf16_linear(halide_buffer_t *x, halide_buffer_t *w,
-                      halide_buffer_t *out) {
+/* Whether bf16 prefill runs on vdpbf16ps (bf16_dot_tile) on this CPU: on
+ * AMD's cores, where it issues as often as an FMA; not on Intel's (an Intel
+ * Xeon with AMX retired 1.6 vdpbf16ps a nanosecond against 8.2 vfmadd). */
+static int bf16_prefill_on_dot_products(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
+}
+
+/* spark_bf16_linear with the prefill tiles chosen: vdpbf16ps (dot_products
+ * 1) or f32 FMAs on widened weights (0); both add the same exact products
+ * of bf16 values, in another order. The tests run both. */
+int spark_bf16_linear_tiles(halide_buffer_t *x, halide_buffer_t *w,
+                            halide_buffer_t *out, int dot_products) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (K % 32 != 0 || w->dim[0].extent != K || out->dim[0].extent != N ||
       out->dim[1].extent != T)
@@ -455,8 +513,14 @@ int spark_bf16_linear(halide_buffer_t *x, halide_buffer_t *w,
                   .N = N,
                   .T = T,
                   .out_stride = out->dim[1].stride,
-                  .ahead = spark_prefetch_avx512_rows()};
+                  .ahead = spark_prefetch_avx512_rows(),
+                  .dot = dot_products};
   return run_bf16(x, &job);
+}
+
+int spark_bf16_linear(halide_buffer_t *x, halide_buffer_t *w,
+                      halide_buffer_t *out) {
+  return spark_bf16_linear_tiles(x, w, out, bf16_prefill_on_dot_products());
 }
 
 /* w8a16 with bf16 activations: x f32 [K, T], w int8 codes [K, N], scales f32
