@@ -1,5 +1,6 @@
 //===- ModelPlan.cpp - lower the step function to kernel calls ------------===//
 #include "spark/Codegen/ModelPlan.h"
+#include "spark/Codegen/PackReader.h"
 
 #include "spark/Dialect/SparkOps.h"
 #include "spark/Import/FloatFormats.h"
@@ -531,6 +532,20 @@ private:
   int kernel(const KernelSpec &spec);
   int weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
                    llvm::Error &err);
+  int addTensor(PackTensor tensor, StringRef symbol);
+  /// A tensor stored beside a quantized weight (its scales, zero points).
+  struct SideTensor {
+    const char *suffix;
+    DType dtype;
+    std::vector<int64_t> shape;
+  };
+  /// With BuildOptions::weightsFrom: takes the stored codes of `tensor` and
+  /// the first `needed` of its `sides` from that pack if it holds them all
+  /// with these dtypes and shapes (adding the sides to the plan, as the
+  /// quantization would); false, and nothing changed, if not.
+  bool reuseQuantized(PackTensor &tensor, llvm::ArrayRef<int64_t> storedShape,
+                      DType storedType, llvm::ArrayRef<SideTensor> sides,
+                      size_t needed, StringRef symbol);
   std::array<int, 4> ropeTables(RopeTableOp table);
   int constantTensor(ConstantOp constant);
   int64_t newValue(Value v, int64_t features);
@@ -617,6 +632,11 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
     tensor.codeCols = cols;
     tensor.group = group;
     tensor.symmetricGroups = symmetric;
+    if (reuseQuantized(tensor, {rows, cols / 2}, DType::U8,
+                       {{".scales", DType::F16, {rows, groups}},
+                        {".zeros", DType::F16, {rows, groups}}},
+                       symmetric ? 1 : 2, symbol.getValue()))
+      return addTensor(std::move(tensor), symbol.getValue());
     tensor.groupScales.resize(rows * groups);
     tensor.groupZeros.resize(rows * groups);
     // Calibrated importance of each input channel (mean x^2), if any.
@@ -668,6 +688,9 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
     // w8a16: symmetric int8 per output row; scale = max |row| / 127.
     tensor.dtype = DType::I8;
     const int64_t rows = tensor.shape[0], cols = tensor.shape.back();
+    if (reuseQuantized(tensor, {rows, cols}, DType::I8,
+                       {{".scales", DType::F32, {rows}}}, 1, symbol.getValue()))
+      return addTensor(std::move(tensor), symbol.getValue());
     tensor.rowScales.resize(rows);
     // The scan streams the checkpoint mapping: release what it read every
     // 1024 rows to keep RSS bounded.
@@ -688,10 +711,49 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
     scalesIndex[symbol.getValue()] = int(plan.tensors.size());
     plan.tensors.push_back(std::move(scales));
   }
+  return addTensor(std::move(tensor), symbol.getValue());
+}
+
+int Planner::addTensor(PackTensor tensor, StringRef symbol) {
   int index = int(plan.tensors.size());
   plan.tensors.push_back(std::move(tensor));
-  tensorIndex[symbol.getValue()] = index;
+  tensorIndex[symbol] = index;
   return index;
+}
+
+bool Planner::reuseQuantized(PackTensor &tensor,
+                             llvm::ArrayRef<int64_t> storedShape,
+                             DType storedType, llvm::ArrayRef<SideTensor> sides,
+                             size_t needed, StringRef symbol) {
+  if (!plan.weightsFrom)
+    return false;
+  std::optional<PackReader::Stored> codes =
+      plan.weightsFrom->find(tensor.name, storedType, storedShape);
+  if (!codes)
+    return false;
+  std::vector<PackReader::Stored> found;
+  for (size_t i = 0; i < needed; ++i) {
+    std::optional<PackReader::Stored> side = plan.weightsFrom->find(
+        tensor.name + sides[i].suffix, sides[i].dtype, sides[i].shape);
+    if (!side)
+      return false;
+    found.push_back(*side);
+  }
+  for (size_t i = 0; i < needed; ++i) {
+    PackTensor side;
+    side.name = tensor.name + sides[i].suffix;
+    side.dtype = sides[i].dtype;
+    side.shape = sides[i].shape;
+    side.stored = found[i].bytes;
+    side.storedChecksum = found[i].checksum;
+    (i == 0 ? scalesIndex : zerosIndex)[symbol] = int(plan.tensors.size());
+    plan.tensors.push_back(std::move(side));
+  }
+  tensor.shape.assign(storedShape.begin(), storedShape.end());
+  tensor.stored = codes->bytes;
+  tensor.storedChecksum = codes->checksum;
+  plan.reusedTensors += int(1 + needed);
+  return true;
 }
 
 std::array<int, 4> Planner::ropeTables(RopeTableOp table) {
@@ -1102,6 +1164,20 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
   Block &body = step.getBody().front();
   if (body.getNumArguments() < 2 || (body.getNumArguments() - 2) % 2 != 0)
     return error(step, "@step takes (ids, positions, k/v caches...)");
+  std::string configText =
+      llvm::formatv("{0}", llvm::json::Value(plan.config.toJSON())).str();
+  plan.configHash = fnv1a(configText);
+  if (!options.weightsFrom.empty()) {
+    auto reader = PackReader::open(options.weightsFrom);
+    if (!reader)
+      return reader.takeError();
+    if ((*reader)->configHash() != plan.configHash)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "%s: built for another model configuration than this checkpoint's",
+          options.weightsFrom.c_str());
+    plan.weightsFrom = std::move(*reader);
+  }
   storage[body.getArgument(0)] = {Storage::Kind::Tokens, 0, 0, 1};
   storage[body.getArgument(1)] = {Storage::Kind::Positions, 0, 0, 1};
 
@@ -1162,9 +1238,6 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
       return error(module, "a value has no spark.arena_offset (run "
                            "spark-plan-memory)");
 
-  std::string configText =
-      llvm::formatv("{0}", llvm::json::Value(plan.config.toJSON())).str();
-  plan.configHash = fnv1a(configText);
   std::string abi = llvm::formatv("abi2;ctx{0};chunk{1};", options.maxContext,
                                   options.maxChunk)
                         .str();

@@ -1,5 +1,6 @@
 //===- PackWriter.cpp - write the weight pack (model.spkw) ----------------===//
 #include "spark/Codegen/Emit.h"
+#include "spark/Codegen/PackReader.h"
 
 #include "spark/pack_format.h"
 
@@ -135,6 +136,7 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
 
   std::vector<uint8_t> chunk;
   constexpr int64_t kChunkElements = 1 << 20;
+  constexpr uint64_t kChunkBytes = SPARK_CHECKSUM_BLOCK * 16;
   WriteBehind behind(os, fd);
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
     const PackTensor &t = plan.tensors[i];
@@ -157,6 +159,35 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
     // checksum needs.
     spark_checksum_state checksum;
     spark_checksum_init(&checksum);
+    if (!t.stored.empty()) {
+      // Bytes an earlier build of the same options stored (weightsFrom),
+      // checked against their checksum as they are copied.
+      if (t.stored.size() != e.bytes)
+        return createStringError(inconvertibleErrorCode(),
+                                 "tensor '%s': %zu stored bytes, expected %llu",
+                                 t.name.c_str(), t.stored.size(),
+                                 (unsigned long long)e.bytes);
+      for (uint64_t first = 0; first < e.bytes; first += kChunkBytes) {
+        const uint64_t n = std::min<uint64_t>(kChunkBytes, e.bytes - first);
+        spark_checksum_update(&checksum, t.stored.data() + first, n);
+        os.write(reinterpret_cast<const char *>(t.stored.data() + first), n);
+        offset += n;
+        behind.written(offset);
+        TensorView copied; // drop what was read from our RSS
+        copied.dtype = DType::U8;
+        copied.data = t.stored.data();
+        releaseResidentPages(copied, int64_t(first), int64_t(n));
+      }
+      e.checksum = spark_checksum_final(&checksum);
+      if (e.checksum != t.storedChecksum)
+        return createStringError(
+            inconvertibleErrorCode(),
+            "%s: tensor '%s' does not match its checksum (the pack is "
+            "damaged)",
+            plan.weightsFrom ? plan.weightsFrom->path().c_str() : "the pack",
+            t.name.c_str());
+      continue;
+    }
     for (int64_t first = 0; first < t.elements(); first += kChunkElements) {
       int64_t count = std::min<int64_t>(kChunkElements, t.elements() - first);
       convert(t, first, count, chunk);

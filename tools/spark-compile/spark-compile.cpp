@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "spark/Codegen/DataFiles.h"
 #include "spark/Codegen/Emit.h"
+#include "spark/Codegen/PackReader.h"
 #include "spark/Import/Importer.h"
 #include "spark/Passes/Passes.h"
 
@@ -192,6 +193,14 @@ cl::opt<std::string> activations(
              "and hexagon) or f32"),
     cl::init(""), cl::cat(category));
 
+cl::opt<std::string> weightsFrom(
+    "weights-from",
+    cl::desc("A weight pack (model.spkw) built with these same options for "
+             "another target: its quantized tensors are copied instead of "
+             "quantized again (--target=s25 passes its arm64 part's to its "
+             "hexagon part)"),
+    cl::value_desc("file"), cl::init(""), cl::Hidden, cl::cat(category));
+
 cl::opt<bool> probeInputs(
     "probe-inputs",
     cl::desc("Calibration builds: the layer probe also sees every matrix "
@@ -322,6 +331,7 @@ spark::BuildOptions buildOptions(const Calibration *calibration) {
   if (calibration && weightImportance)
     options.importance = calibration->importance;
   options.entryPoint = entryPoint;
+  options.weightsFrom = weightsFrom;
   SmallVector<StringRef> flags;
   StringRef(extraCFlags).split(flags, ' ', -1, /*KeepEmpty=*/false);
   for (StringRef flag : flags)
@@ -723,6 +733,10 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
     errs() << "spark-compile: " << plan->kernels.size() << " kernels, "
            << plan->tensors.size() << " pack tensors, arena "
            << plan->arenaFloats * 4 / 1024 << " KiB\n";
+  if (!quiet && plan->weightsFrom)
+    errs() << "spark-compile: " << plan->reusedTensors
+           << " quantized tensors taken from " << plan->weightsFrom->path()
+           << " (built for " << plan->weightsFrom->target() << ")\n";
   phases.done("planning (quantizing the weights)");
   // The weight pack is written on a thread of its own while the kernels and
   // the library compile: the one waits on the disk, the other on clang and
@@ -813,6 +827,11 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
       ++i;
       continue;
     }
+    if (arg.starts_with("--weights-from") || arg.starts_with("-weights-from")) {
+      if (!arg.contains('='))
+        ++i;
+      continue;
+    }
     if (arg.starts_with("--calib=") || arg.starts_with("-calib=") ||
         arg.starts_with("--calib-ranges=") || arg.starts_with("-calib-ranges="))
       continue;
@@ -821,6 +840,9 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
   if (!rangesArg.empty())
     passed.push_back(rangesArg);
   json::Object parts;
+  // The two parts store the same quantized weights (both row-major, the
+  // same options): the hexagon part copies the arm64 part's.
+  std::string reuseArg = "--weights-from=" + folder.file("arm64/model.spkw");
   for (const char *sub : {"arm64", "hexagon"}) {
     if (!quiet)
       errs() << "s25: building the " << sub << " part\n";
@@ -829,6 +851,8 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
     std::vector<StringRef> args = {self};
     for (const std::string &a : passed)
       args.push_back(a);
+    if (StringRef(sub) == "hexagon")
+      args.push_back(reuseArg);
     for (StringRef a :
          {StringRef(targetArg), StringRef("-o"), StringRef(subOut)})
       args.push_back(a);

@@ -17,10 +17,13 @@
 #include "llvm/Support/Error.h"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace spark {
+
+class PackReader;
 
 /// Matrix kernels for more than one token work on a multiple of this many
 /// rows (the AMX tiles cover 8 tokens); arena values and the logits buffer
@@ -53,6 +56,11 @@ struct BuildOptions {
   /// --cflags: extra flags for the C code of ours built for the target (the
   /// step driver; with --emit=exe the runner and runtime), e.g. -g.
   std::vector<std::string> cflags;
+  /// --weights-from: a weight pack built with these same options for another
+  /// target (--target=s25's arm64 part, for its hexagon part); its quantized
+  /// tensors are copied instead of quantized again where their name, dtype
+  /// and shape match.
+  std::string weightsFrom;
 };
 
 /// One tensor of the weight pack.
@@ -73,6 +81,11 @@ struct PackTensor {
   std::vector<float> groupScales, groupZeros;
   /// Symmetric 4-bit codes (w4a8): every zero point is 8, none is stored.
   bool symmetricGroups = false;
+  /// Or the bytes an earlier build of the same options stored
+  /// (BuildOptions::weightsFrom), written as they are, and their checksum;
+  /// the scales and codes above are then not computed.
+  llvm::ArrayRef<uint8_t> stored;
+  uint64_t storedChecksum = 0;
   /// Stored elements [first, first + count) (row-major) into out: the
   /// values, or for a quantized tensor their (not yet rounded) codes, for
   /// 4-bit ones each byte's two codes as low + 16 * high.
@@ -151,6 +164,10 @@ struct ModelPlan {
   std::vector<ArenaValue> arena;
   int64_t arenaFloats = 0;
   uint64_t configHash = 0, abiHash = 0;
+  /// BuildOptions::weightsFrom, mapped while the plan's tensors point into
+  /// it, and how many tensors were taken from it.
+  std::shared_ptr<PackReader> weightsFrom;
+  int reusedTensors = 0;
 };
 
 llvm::Expected<ModelPlan> planModel(mlir::ModuleOp module,
