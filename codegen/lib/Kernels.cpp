@@ -8,6 +8,9 @@
 #include "spark/Codegen/Kernels.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <sstream>
 
 using namespace Halide;
@@ -40,6 +43,23 @@ static std::string weightSuffix(const KernelSpec &s) {
   return (s.symmetricGroups ? "s4g" : "u4g") + std::to_string(s.group);
 }
 
+/// A parameter's part of a kernel name: `readable` (an integer the value
+/// was rounded to, e.g. 600 for an epsilon of 1e-6), followed by the value's
+/// bits unless `exact` (the value `readable` stands for) is the value, as a
+/// double or as the float the kernels compute with. Kernels are told apart
+/// by their names: two different values never share one.
+static std::string parameterPart(long long readable, double exact,
+                                 double value) {
+  std::string part = std::to_string(readable);
+  if (value == exact || value == double(float(exact)))
+    return part;
+  char bits[24];
+  uint64_t raw;
+  std::memcpy(&raw, &value, sizeof(raw));
+  std::snprintf(bits, sizeof(bits), "_x%016llx", (unsigned long long)raw);
+  return part + bits;
+}
+
 std::string KernelSpec::name() const {
   std::ostringstream os;
   auto phaseSuffix = [&] {
@@ -49,9 +69,11 @@ std::string KernelSpec::name() const {
   case KernelKind::Embed:
     os << "embed_d" << in << "_v" << out << "_" << weightSuffix(*this);
     break;
-  case KernelKind::RMSNorm:
-    os << "rms_norm_d" << in << "_eps" << std::llround(-std::log10(epsilon) * 100);
-    break;
+  case KernelKind::RMSNorm: {
+    const long long k = std::llround(-std::log10(epsilon) * 100);
+    os << "rms_norm_d" << in << "_eps"
+       << parameterPart(k, std::pow(10.0, -double(k) / 100), epsilon);
+  } break;
   case KernelKind::Linear:
     os << "linear_k" << in << "_n" << out << "_" << weightSuffix(*this)
        << (inputBits ? "_a" + std::to_string(inputBits) : "")
@@ -85,7 +107,10 @@ std::string KernelSpec::name() const {
                                   "gelu", "gelu_tanh", "pow"};
     os << names[int(op)] << "_" << in;
     if (op == ElementwiseOp::Pow)
-      os << "_e" << std::llround(parameter * 1000);
+      os << "_e"
+         << parameterPart(std::llround(parameter * 1000),
+                          double(std::llround(parameter * 1000)) / 1000,
+                          parameter);
     break;
   }
   case KernelKind::Mean:
