@@ -25,9 +25,13 @@
 //===----------------------------------------------------------------------===//
 #include "ModelLoader.h"
 
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -415,32 +419,36 @@ int main(int argc, char **argv) {
               positions, sequences.size(), agreement, generated, identical,
               identicalPrefix);
 
-  // JSON, through a temporary name.
-  auto number = [](double v) {
-    char text[64];
+  // JSON (llvm::json: names are escaped), through a temporary name.
+  auto number = [](double v) -> llvm::json::Value {
     if (std::isinf(v))
-      return std::string("null"); // identical: no error at all
+      return nullptr; // identical: no error at all
+    char text[64];    // 6 significant digits, as the table
     std::snprintf(text, sizeof(text), "%.6g", v);
-    return std::string(text);
+    return std::strtod(text, nullptr);
   };
-  std::string json = "{\n  \"build\": \"" + out + "\",\n  \"reference\": \"" +
-                     args.get("reference", "") + "\",\n  \"sequences\": " +
-                     std::to_string(sequences.size()) +
-                     ",\n  \"positions\": " + std::to_string(positions) +
-                     ",\n  \"layers\": [\n";
+  llvm::json::Array layerRows;
   for (int32_t l = 0; l < layers; ++l)
-    json += "    {\"layer\": " + std::to_string(l) +
-            ", \"snr_db\": " + number(state.layers[l].snr()) +
-            ", \"max_abs_error\": " + number(state.layers[l].maxError) + "}" +
-            (l + 1 < layers ? ",\n" : "\n");
-  json += "  ],\n  \"logits\": {\"snr_db\": " + number(logits.snr()) +
-          ", \"max_abs_error\": " + number(logits.maxError) +
-          ", \"greedy_agreement\": " + number(agreement) +
-          "},\n  \"generation\": {\"tokens_per_build\": " +
-          std::to_string(generated) +
-          ", \"identical\": " + std::to_string(identical) +
-          ", \"identical_before_first_difference\": " +
-          std::to_string(identicalPrefix) + "}\n}\n";
+    layerRows.push_back(llvm::json::Object{
+        {"layer", l},
+        {"snr_db", number(state.layers[l].snr())},
+        {"max_abs_error", number(state.layers[l].maxError)}});
+  llvm::json::Object report{
+      {"build", out},
+      {"reference", args.get("reference", "")},
+      {"sequences", int64_t(sequences.size())},
+      {"positions", int64_t(positions)},
+      {"layers", std::move(layerRows)},
+      {"logits", llvm::json::Object{{"snr_db", number(logits.snr())},
+                                    {"max_abs_error", number(logits.maxError)},
+                                    {"greedy_agreement", number(agreement)}}},
+      {"generation",
+       llvm::json::Object{
+           {"tokens_per_build", int64_t(generated)},
+           {"identical", int64_t(identical)},
+           {"identical_before_first_difference", int64_t(identicalPrefix)}}}};
+  const std::string json =
+      llvm::formatv("{0:2}", llvm::json::Value(std::move(report))).str() + "\n";
   if (std::string e = spark::writeFileAtomically(jsonPath, json); !e.empty())
     return fail(e);
   if (!quiet)
