@@ -20,6 +20,9 @@
 //===----------------------------------------------------------------------===//
 #include "ModelLoader.h"
 
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
 #include <dlfcn.h>
 #include <sys/mman.h>
 
@@ -148,24 +151,6 @@ double streamBandwidth(const ProbeBuffer &buffer, int threads) {
         std::max(best, double(buffer.size() * sizeof(float)) / seconds / 1e9);
   }
   return best;
-}
-
-/// `text` as a JSON string literal.
-std::string jsonString(const std::string &text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
 }
 
 /// The manifest's decode_weight_bytes (0 when the build predates it).
@@ -668,78 +653,80 @@ int main(int argc, char **argv) {
   }
 
   if (args.has("json")) {
-    const std::string path = args.get("json", "");
-    std::FILE *f = std::fopen(path.c_str(), "w");
-    if (!f)
-      return fail(path + ": cannot be written: " + std::strerror(errno));
-    std::fprintf(f,
-                 "{\n  \"build\": %s,\n  \"target\": %s,\n"
-                 "  \"dispatch\": %s,\n  \"pack_bytes\": %zu,\n"
-                 "  \"decode_weight_bytes\": %llu,\n  \"rows\": [\n",
-                 jsonString(outDir).c_str(), jsonString(target).c_str(),
-                 jsonString(dispatch).c_str(), info.pack_bytes,
-                 (unsigned long long)weightBytes);
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row &row = rows[i];
-      std::fprintf(
-          f,
-          "    {\"threads\": %d, \"test\": \"%s\", \"tokens_per_second\": "
-          "%.4f, \"stddev\": %.4f",
-          row.threads, row.test.c_str(), row.speed.mean, row.speed.stddev);
+    // llvm::json escapes the strings; the figures are rounded to the
+    // table's digits (written in full, they read back as those).
+    auto fixed = [](double v, int digits) -> llvm::json::Value {
+      char text[64];
+      std::snprintf(text, sizeof(text), "%.*f", digits, v);
+      return std::strtod(text, nullptr);
+    };
+    llvm::json::Array rowList;
+    for (const Row &row : rows) {
+      llvm::json::Object o{{"threads", row.threads},
+                           {"test", row.test},
+                           {"tokens_per_second", fixed(row.speed.mean, 4)},
+                           {"stddev", fixed(row.speed.stddev, 4)}};
       if (row.depth >= 0) {
-        std::fprintf(f, ", \"depth\": %d, \"bytes_per_token\": %.0f", row.depth,
-                     row.bytesPerToken);
-        if (probe)
-          std::fprintf(f,
-                       ", \"read_gb_per_second\": %.3f, "
-                       "\"read_gb_per_second_min\": %.3f, "
-                       "\"read_gb_per_second_max\": %.3f, "
-                       "\"bandwidth_probes\": %d",
-                       row.bandwidth, row.bandwidthMin, row.bandwidthMax,
-                       row.probes);
+        o["depth"] = row.depth;
+        o["bytes_per_token"] = fixed(row.bytesPerToken, 0);
+        if (probe) {
+          o["read_gb_per_second"] = fixed(row.bandwidth, 3);
+          o["read_gb_per_second_min"] = fixed(row.bandwidthMin, 3);
+          o["read_gb_per_second_max"] = fixed(row.bandwidthMax, 3);
+          o["bandwidth_probes"] = row.probes;
+        }
         if (roofline)
-          std::fprintf(f, ", \"roofline_fraction\": %.4f",
-                       row.speed.mean * row.bytesPerToken /
-                           (row.bandwidth * 1e9));
+          o["roofline_fraction"] = fixed(
+              row.speed.mean * row.bytesPerToken / (row.bandwidth * 1e9), 4);
       }
-      std::fprintf(f, "}%s\n", i + 1 < rows.size() ? "," : "");
+      rowList.push_back(std::move(o));
     }
-    std::fprintf(f, "  ],\n  \"loads\": [\n");
-    for (size_t i = 0; i < loads.size(); ++i) {
-      std::fprintf(f,
-                   "    {\"threads\": %d, \"open_to_ready_ms\": %.3f, "
-                   "\"rss_anon_ready_bytes\": %zu",
-                   loads[i].threads, loads[i].seconds * 1000.0,
-                   loads[i].anonAfterOpen);
-      if (loads[i].backgroundReady >= 0) // not with --no-verify
-        std::fprintf(f,
-                     ", \"background_verify_ready_ms\": %.3f, "
-                     "\"background_verify_verdict_ms\": %.3f",
-                     loads[i].backgroundReady * 1000.0,
-                     loads[i].backgroundVerified * 1000.0);
-      std::fprintf(f, "}%s\n", i + 1 < loads.size() ? "," : "");
+    llvm::json::Array loadList;
+    for (const Load &load : loads) {
+      llvm::json::Object o{
+          {"threads", load.threads},
+          {"open_to_ready_ms", fixed(load.seconds * 1000.0, 3)},
+          {"rss_anon_ready_bytes", int64_t(load.anonAfterOpen)}};
+      if (load.backgroundReady >= 0) { // not with --no-verify
+        o["background_verify_ready_ms"] =
+            fixed(load.backgroundReady * 1000.0, 3);
+        o["background_verify_verdict_ms"] =
+            fixed(load.backgroundVerified * 1000.0, 3);
+      }
+      loadList.push_back(std::move(o));
     }
-    std::fprintf(f, "  ],\n  \"profiles\": [\n");
-    for (size_t i = 0; i < profiles.size(); ++i) {
-      const Profile &p = profiles[i];
-      std::fprintf(f,
-                   "    {\"phase\": \"%s\", \"threads\": %d, \"%s\": %d, "
-                   "\"ms_per_token\": %.4f, \"lines\": [\n",
-                   p.phase, p.threads,
-                   std::strcmp(p.phase, "prefill") == 0 ? "tokens" : "depth",
-                   p.depth, p.msPerToken);
-      for (size_t j = 0; j < p.lines.size(); ++j)
-        std::fprintf(
-            f,
-            "      {\"part\": \"%s\", \"kind\": \"%s\", \"calls\": %d, "
-            "\"ms_per_token\": %.4f}%s\n",
-            p.lines[j].part.c_str(), p.lines[j].kind.c_str(), p.lines[j].calls,
-            p.lines[j].ms, j + 1 < p.lines.size() ? "," : "");
-      std::fprintf(f, "    ]}%s\n", i + 1 < profiles.size() ? "," : "");
+    llvm::json::Array profileList;
+    for (const Profile &p : profiles) {
+      llvm::json::Array lines;
+      for (const auto &line : p.lines)
+        lines.push_back(
+            llvm::json::Object{{"part", line.part},
+                               {"kind", line.kind},
+                               {"calls", line.calls},
+                               {"ms_per_token", fixed(line.ms, 4)}});
+      profileList.push_back(llvm::json::Object{
+          {"phase", p.phase},
+          {"threads", p.threads},
+          {std::strcmp(p.phase, "prefill") == 0 ? "tokens" : "depth", p.depth},
+          {"ms_per_token", fixed(p.msPerToken, 4)},
+          {"lines", std::move(lines)}});
     }
-    std::fprintf(f, "  ],\n  \"peak_rss_anon_bytes\": %zu\n}\n", peakAnon);
-    if (std::fclose(f) != 0)
-      return fail(path + ": cannot be written");
+    llvm::json::Object report{{"build", outDir},
+                              {"target", target},
+                              {"dispatch", dispatch},
+                              {"pack_bytes", int64_t(info.pack_bytes)},
+                              {"decode_weight_bytes", int64_t(weightBytes)},
+                              {"rows", std::move(rowList)},
+                              {"loads", std::move(loadList)},
+                              {"profiles", std::move(profileList)},
+                              {"peak_rss_anon_bytes", int64_t(peakAnon)}};
+    const std::string path = args.get("json", "");
+    if (std::string e = spark::writeFileAtomically(
+            path,
+            llvm::formatv("{0:2}", llvm::json::Value(std::move(report))).str() +
+                "\n");
+        !e.empty())
+      return fail(e);
   }
   return 0;
 }

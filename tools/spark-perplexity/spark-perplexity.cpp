@@ -20,9 +20,13 @@
 //===----------------------------------------------------------------------===//
 #include "ModelLoader.h"
 
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -74,20 +78,11 @@ std::string number(double v) {
   return text;
 }
 
-std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof(esc), "\\u%04x", c);
-      out += esc;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
+/// `v` for the JSON: 6 significant digits, as printed; null when not finite.
+llvm::json::Value jsonNumber(double v) {
+  if (!std::isfinite(v))
+    return nullptr;
+  return std::strtod(number(v).c_str(), nullptr);
 }
 
 } // namespace
@@ -196,11 +191,11 @@ int main(int argc, char **argv) {
   std::printf("%s: %lld scored positions in %zu sequences\n", build.c_str(),
               scored, sequences.size());
   std::printf("perplexity: %.4f\n", ppl);
-  std::string json = "{\n  \"build\": " + jsonString(build) +
-                     ",\n  \"data\": " + jsonString(args.get("data", "")) +
-                     ",\n  \"sequences\": " + std::to_string(sequences.size()) +
-                     ",\n  \"positions\": " + std::to_string(scored) +
-                     ",\n  \"perplexity\": " + number(ppl);
+  llvm::json::Object report{{"build", build},
+                            {"data", args.get("data", "")},
+                            {"sequences", int64_t(sequences.size())},
+                            {"positions", int64_t(scored)},
+                            {"perplexity", jsonNumber(ppl)}};
   if (compare) {
     const double pplReference = std::exp(nllReference / double(scored));
     double sum = 0, sumSquares = 0, dpSum = 0, dpSquares = 0;
@@ -232,18 +227,20 @@ int main(int argc, char **argv) {
     std::printf("same top token: %.3f %%\n", 100.0 * same);
     std::printf("delta p (correct token): mean %.4f %%, RMS %.4f %%\n",
                 100.0 * dpMean, 100.0 * dpRms);
-    json += ",\n  \"reference\": " + jsonString(args.get("reference", "")) +
-            ",\n  \"reference_perplexity\": " + number(pplReference) +
-            ",\n  \"ln_ppl_ratio\": " + number(std::log(ppl / pplReference)) +
-            ",\n  \"kld\": {\"mean\": " + number(mean) +
-            ", \"mean_stderr\": " + number(stderrMean) +
-            ", \"median\": " + number(median) + ", \"p99\": " + number(p99) +
-            ", \"max\": " + number(maximum) + "}" +
-            ",\n  \"same_top\": " + number(same) +
-            ",\n  \"delta_p\": {\"mean\": " + number(dpMean) +
-            ", \"rms\": " + number(dpRms) + "}";
+    report["reference"] = args.get("reference", "");
+    report["reference_perplexity"] = jsonNumber(pplReference);
+    report["ln_ppl_ratio"] = jsonNumber(std::log(ppl / pplReference));
+    report["kld"] = llvm::json::Object{{"mean", jsonNumber(mean)},
+                                       {"mean_stderr", jsonNumber(stderrMean)},
+                                       {"median", jsonNumber(median)},
+                                       {"p99", jsonNumber(p99)},
+                                       {"max", jsonNumber(maximum)}};
+    report["same_top"] = jsonNumber(same);
+    report["delta_p"] = llvm::json::Object{{"mean", jsonNumber(dpMean)},
+                                           {"rms", jsonNumber(dpRms)}};
   }
-  json += "\n}\n";
+  const std::string json =
+      llvm::formatv("{0:2}", llvm::json::Value(std::move(report))).str() + "\n";
   if (args.has("json")) {
     if (std::string e = spark::writeFileAtomically(args.get("json", ""), json);
         !e.empty())
