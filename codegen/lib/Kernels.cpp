@@ -106,11 +106,10 @@ std::string KernelSpec::name() const {
     static const char *names[] = {"add", "mul", "rsqrt", "sigmoid",
                                   "gelu", "gelu_tanh", "pow"};
     os << names[int(op)] << "_" << in;
-    if (op == ElementwiseOp::Pow)
-      os << "_e"
-         << parameterPart(std::llround(parameter * 1000),
-                          double(std::llround(parameter * 1000)) / 1000,
-                          parameter);
+    if (op == ElementwiseOp::Pow) {
+      const long long k = std::llround(parameter * 1000);
+      os << "_e" << parameterPart(k, double(k) / 1000, parameter);
+    }
     break;
   }
   case KernelKind::Mean:

@@ -540,12 +540,12 @@ private:
     std::vector<int64_t> shape;
   };
   /// With BuildOptions::weightsFrom: takes the stored codes of `tensor` and
-  /// the first `needed` of its `sides` from that pack if it holds them all
-  /// with these dtypes and shapes (adding the sides to the plan, as the
-  /// quantization would); false, and nothing changed, if not.
+  /// its `sides` (scales first, then zero points) from that pack if it holds
+  /// them all with these dtypes and shapes (adding the sides to the plan, as
+  /// the quantization would); false, and nothing changed, if not.
   bool reuseQuantized(PackTensor &tensor, llvm::ArrayRef<int64_t> storedShape,
                       DType storedType, llvm::ArrayRef<SideTensor> sides,
-                      size_t needed, StringRef symbol);
+                      StringRef symbol);
   std::array<int, 4> ropeTables(RopeTableOp table);
   int constantTensor(ConstantOp constant);
   int64_t newValue(Value v, int64_t features);
@@ -632,10 +632,11 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
     tensor.codeCols = cols;
     tensor.group = group;
     tensor.symmetricGroups = symmetric;
-    if (reuseQuantized(tensor, {rows, cols / 2}, DType::U8,
-                       {{".scales", DType::F16, {rows, groups}},
-                        {".zeros", DType::F16, {rows, groups}}},
-                       symmetric ? 1 : 2, symbol.getValue()))
+    std::vector<SideTensor> sides = {{".scales", DType::F16, {rows, groups}}};
+    if (!symmetric) // zero points 8, not stored
+      sides.push_back({".zeros", DType::F16, {rows, groups}});
+    if (reuseQuantized(tensor, {rows, cols / 2}, DType::U8, sides,
+                       symbol.getValue()))
       return addTensor(std::move(tensor), symbol.getValue());
     tensor.groupScales.resize(rows * groups);
     tensor.groupZeros.resize(rows * groups);
@@ -689,7 +690,7 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
     tensor.dtype = DType::I8;
     const int64_t rows = tensor.shape[0], cols = tensor.shape.back();
     if (reuseQuantized(tensor, {rows, cols}, DType::I8,
-                       {{".scales", DType::F32, {rows}}}, 1, symbol.getValue()))
+                       {{".scales", DType::F32, {rows}}}, symbol.getValue()))
       return addTensor(std::move(tensor), symbol.getValue());
     tensor.rowScales.resize(rows);
     // The scan streams the checkpoint mapping: release what it read every
@@ -724,7 +725,7 @@ int Planner::addTensor(PackTensor tensor, StringRef symbol) {
 bool Planner::reuseQuantized(PackTensor &tensor,
                              llvm::ArrayRef<int64_t> storedShape,
                              DType storedType, llvm::ArrayRef<SideTensor> sides,
-                             size_t needed, StringRef symbol) {
+                             StringRef symbol) {
   if (!plan.weightsFrom)
     return false;
   std::optional<PackReader::Stored> codes =
@@ -732,14 +733,14 @@ bool Planner::reuseQuantized(PackTensor &tensor,
   if (!codes)
     return false;
   std::vector<PackReader::Stored> found;
-  for (size_t i = 0; i < needed; ++i) {
+  for (size_t i = 0; i < sides.size(); ++i) {
     std::optional<PackReader::Stored> side = plan.weightsFrom->find(
         tensor.name + sides[i].suffix, sides[i].dtype, sides[i].shape);
     if (!side)
       return false;
     found.push_back(*side);
   }
-  for (size_t i = 0; i < needed; ++i) {
+  for (size_t i = 0; i < sides.size(); ++i) {
     PackTensor side;
     side.name = tensor.name + sides[i].suffix;
     side.dtype = sides[i].dtype;
@@ -752,7 +753,6 @@ bool Planner::reuseQuantized(PackTensor &tensor,
   tensor.shape.assign(storedShape.begin(), storedShape.end());
   tensor.stored = codes->bytes;
   tensor.storedChecksum = codes->checksum;
-  plan.reusedTensors += int(1 + needed);
   return true;
 }
 

@@ -159,6 +159,12 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
     // checksum needs.
     spark_checksum_state checksum;
     spark_checksum_init(&checksum);
+    auto append = [&](const uint8_t *bytes, size_t n) {
+      spark_checksum_update(&checksum, bytes, n);
+      os.write(reinterpret_cast<const char *>(bytes), n);
+      offset += n;
+      behind.written(offset);
+    };
     if (!t.stored.empty()) {
       // Bytes an earlier build of the same options stored (weightsFrom),
       // checked against their checksum as they are copied.
@@ -169,10 +175,7 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
                                  (unsigned long long)e.bytes);
       for (uint64_t first = 0; first < e.bytes; first += kChunkBytes) {
         const uint64_t n = std::min<uint64_t>(kChunkBytes, e.bytes - first);
-        spark_checksum_update(&checksum, t.stored.data() + first, n);
-        os.write(reinterpret_cast<const char *>(t.stored.data() + first), n);
-        offset += n;
-        behind.written(offset);
+        append(t.stored.data() + first, n);
         TensorView copied; // drop what was read from our RSS
         copied.dtype = DType::U8;
         copied.data = t.stored.data();
@@ -191,10 +194,7 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
     for (int64_t first = 0; first < t.elements(); first += kChunkElements) {
       int64_t count = std::min<int64_t>(kChunkElements, t.elements() - first);
       convert(t, first, count, chunk);
-      spark_checksum_update(&checksum, chunk.data(), chunk.size());
-      os.write(reinterpret_cast<const char *>(chunk.data()), chunk.size());
-      offset += chunk.size();
-      behind.written(offset);
+      append(chunk.data(), chunk.size());
       // The sources are file mappings: drop what was read from our RSS.
       t.releaseValues(first * t.valuesPerElement(),
                       count * t.valuesPerElement());

@@ -653,31 +653,24 @@ int main(int argc, char **argv) {
   }
 
   if (args.has("json")) {
-    // llvm::json escapes the strings; the figures are rounded to the
-    // table's digits (written in full, they read back as those).
-    auto fixed = [](double v, int digits) -> llvm::json::Value {
-      char text[64];
-      std::snprintf(text, sizeof(text), "%.*f", digits, v);
-      return std::strtod(text, nullptr);
-    };
     llvm::json::Array rowList;
     for (const Row &row : rows) {
       llvm::json::Object o{{"threads", row.threads},
                            {"test", row.test},
-                           {"tokens_per_second", fixed(row.speed.mean, 4)},
-                           {"stddev", fixed(row.speed.stddev, 4)}};
+                           {"tokens_per_second", row.speed.mean},
+                           {"stddev", row.speed.stddev}};
       if (row.depth >= 0) {
         o["depth"] = row.depth;
-        o["bytes_per_token"] = fixed(row.bytesPerToken, 0);
+        o["bytes_per_token"] = row.bytesPerToken;
         if (probe) {
-          o["read_gb_per_second"] = fixed(row.bandwidth, 3);
-          o["read_gb_per_second_min"] = fixed(row.bandwidthMin, 3);
-          o["read_gb_per_second_max"] = fixed(row.bandwidthMax, 3);
+          o["read_gb_per_second"] = row.bandwidth;
+          o["read_gb_per_second_min"] = row.bandwidthMin;
+          o["read_gb_per_second_max"] = row.bandwidthMax;
           o["bandwidth_probes"] = row.probes;
         }
         if (roofline)
-          o["roofline_fraction"] = fixed(
-              row.speed.mean * row.bytesPerToken / (row.bandwidth * 1e9), 4);
+          o["roofline_fraction"] =
+              row.speed.mean * row.bytesPerToken / (row.bandwidth * 1e9);
       }
       rowList.push_back(std::move(o));
     }
@@ -685,13 +678,11 @@ int main(int argc, char **argv) {
     for (const Load &load : loads) {
       llvm::json::Object o{
           {"threads", load.threads},
-          {"open_to_ready_ms", fixed(load.seconds * 1000.0, 3)},
+          {"open_to_ready_ms", load.seconds * 1000.0},
           {"rss_anon_ready_bytes", int64_t(load.anonAfterOpen)}};
       if (load.backgroundReady >= 0) { // not with --no-verify
-        o["background_verify_ready_ms"] =
-            fixed(load.backgroundReady * 1000.0, 3);
-        o["background_verify_verdict_ms"] =
-            fixed(load.backgroundVerified * 1000.0, 3);
+        o["background_verify_ready_ms"] = load.backgroundReady * 1000.0;
+        o["background_verify_verdict_ms"] = load.backgroundVerified * 1000.0;
       }
       loadList.push_back(std::move(o));
     }
@@ -699,16 +690,15 @@ int main(int argc, char **argv) {
     for (const Profile &p : profiles) {
       llvm::json::Array lines;
       for (const auto &line : p.lines)
-        lines.push_back(
-            llvm::json::Object{{"part", line.part},
-                               {"kind", line.kind},
-                               {"calls", line.calls},
-                               {"ms_per_token", fixed(line.ms, 4)}});
+        lines.push_back(llvm::json::Object{{"part", line.part},
+                                           {"kind", line.kind},
+                                           {"calls", line.calls},
+                                           {"ms_per_token", line.ms}});
       profileList.push_back(llvm::json::Object{
           {"phase", p.phase},
           {"threads", p.threads},
           {std::strcmp(p.phase, "prefill") == 0 ? "tokens" : "depth", p.depth},
-          {"ms_per_token", fixed(p.msPerToken, 4)},
+          {"ms_per_token", p.msPerToken},
           {"lines", std::move(lines)}});
     }
     llvm::json::Object report{{"build", outDir},

@@ -734,7 +734,10 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
            << plan->tensors.size() << " pack tensors, arena "
            << plan->arenaFloats * 4 / 1024 << " KiB\n";
   if (!quiet && plan->weightsFrom)
-    errs() << "spark-compile: " << plan->reusedTensors
+    errs() << "spark-compile: "
+           << llvm::count_if(
+                  plan->tensors,
+                  [](const spark::PackTensor &t) { return !t.stored.empty(); })
            << " quantized tensors taken from " << plan->weightsFrom->path()
            << " (built for " << plan->weightsFrom->target() << ")\n";
   phases.done("planning (quantizing the weights)");

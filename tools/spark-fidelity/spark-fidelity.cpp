@@ -423,9 +423,7 @@ int main(int argc, char **argv) {
   auto number = [](double v) -> llvm::json::Value {
     if (std::isinf(v))
       return nullptr; // identical: no error at all
-    char text[64];    // 6 significant digits, as the table
-    std::snprintf(text, sizeof(text), "%.6g", v);
-    return std::strtod(text, nullptr);
+    return v;
   };
   llvm::json::Array layerRows;
   for (int32_t l = 0; l < layers; ++l)

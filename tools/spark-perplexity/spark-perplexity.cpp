@@ -70,19 +70,11 @@ double quantile(const std::vector<double> &sorted, double q) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (at - double(lo));
 }
 
-std::string number(double v) {
-  if (!std::isfinite(v))
-    return "null";
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.6g", v);
-  return text;
-}
-
-/// `v` for the JSON: 6 significant digits, as printed; null when not finite.
+/// `v` for the JSON; null when not finite.
 llvm::json::Value jsonNumber(double v) {
   if (!std::isfinite(v))
     return nullptr;
-  return std::strtod(number(v).c_str(), nullptr);
+  return v;
 }
 
 } // namespace

@@ -165,9 +165,8 @@ struct ModelPlan {
   int64_t arenaFloats = 0;
   uint64_t configHash = 0, abiHash = 0;
   /// BuildOptions::weightsFrom, mapped while the plan's tensors point into
-  /// it, and how many tensors were taken from it.
+  /// it (PackTensor::stored).
   std::shared_ptr<PackReader> weightsFrom;
-  int reusedTensors = 0;
 };
 
 llvm::Expected<ModelPlan> planModel(mlir::ModuleOp module,
