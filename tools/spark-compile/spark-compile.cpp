@@ -256,30 +256,38 @@ int fail(const Twine &message) {
   return 1;
 }
 
-/// Progress: the wall time of each phase, printed as it ends, and the total
-/// (not with --quiet).
+/// Progress of one build: the wall time of each phase, printed as it ends,
+/// and the total (not when quiet).
 class PhaseClock {
 public:
-  void done(const char *phase) {
+  /// Seconds on the steady clock (differences of two are durations).
+  static double seconds() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+  }
+  /// The program's start: the first phase of the build the command line
+  /// asks for also counts opening the checkpoint.
+  static const double programStart;
+
+  PhaseClock(bool quiet, double start = seconds())
+      : quiet(quiet), start(start), last(start) {}
+  void done(const Twine &phase) {
     double t = seconds();
     if (!quiet)
-      errs() << formatv("spark-compile: {0}: {1:f1} s\n", phase, t - last);
+      errs() << formatv("spark-compile: {0}: {1:f1} s\n", phase.str(),
+                        t - last);
     last = t;
   }
   void total() {
     if (!quiet)
       errs() << formatv("spark-compile: total {0:f1} s\n", seconds() - start);
   }
-  /// Seconds on the steady clock (differences of two are durations).
-  static double seconds() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-  }
 
 private:
-  double start = seconds(), last = start;
+  bool quiet;
+  double start, last;
 };
-PhaseClock phases;
+const double PhaseClock::programStart = PhaseClock::seconds();
 
 /// Removes a folder (and its contents) when it goes out of scope, unless
 /// released.
@@ -313,29 +321,93 @@ bool readImportance(const json::Value &value, std::vector<float> &out) {
   return true;
 }
 
-spark::BuildOptions buildOptions(const Calibration *calibration) {
-  spark::BuildOptions options;
-  options.target = target;
-  options.dtype = dtype;
-  options.maxContext = maxContext;
-  options.maxChunk = maxChunk;
-  options.quiet = quiet;
-  options.amxKernel = amxKernel;
-  options.quant = quant;
-  options.groupSize = groupSize;
-  options.quantRecipe = recipeRules;
-  options.executable = emit == EmitStage::Executable;
-  options.activations = activations;
-  options.probeInputs = probeInputs;
-  options.calibrated = !calib.empty() || !calibRanges.empty();
-  if (calibration && weightImportance)
-    options.importance = calibration->importance;
-  options.entryPoint = entryPoint;
-  options.weightsFrom = weightsFrom;
+/// One build of the checkpoint: the one the command line asks for, or one
+/// this run makes on the way (the parts of --target=s25, the fp32 builds of
+/// --calib and --report-fidelity), in this process. The context, chunk,
+/// import and fusion options are the run's for all of them.
+struct Build {
+  std::string out; // the folder (library builds) or file (-o)
+  std::string target = "host";
+  spark::DType dtype = spark::DType::F32;
+  std::string quant = "none";
+  std::string activations; // empty: none (--quant=none)
+  int64_t groupSize = 128;
+  int64_t activationBlock = 0;
+  std::vector<std::string> recipe;
+  std::string kvCache = "f32";
+  std::string amxKernel = "tiles";
+  std::string entryPoint = "spark_model_definition";
+  std::vector<std::string> cflags;
+  std::string weightsFrom;
+  bool probeInputs = false;
+  bool executable = false; // --emit=exe
+  bool quiet = false;
+  const Calibration *calibration = nullptr;
+  /// The command line recorded in the manifest as reproducing the build.
+  std::string reproduce;
+};
+
+/// The build the command line asks for (its options checked by main).
+Build commandLineBuild(const Calibration *calibration, std::string reproduce) {
+  Build build;
+  build.out = outputPath;
+  build.target = target;
+  build.dtype = dtype;
+  build.quant = quant;
+  build.activations = activations;
+  build.groupSize = groupSize;
+  build.activationBlock = activationBlock;
+  build.recipe = recipeRules;
+  build.kvCache = kvCache;
+  build.amxKernel = amxKernel;
+  build.entryPoint = entryPoint;
   SmallVector<StringRef> flags;
   StringRef(extraCFlags).split(flags, ' ', -1, /*KeepEmpty=*/false);
   for (StringRef flag : flags)
-    options.cflags.push_back(flag.str());
+    build.cflags.push_back(flag.str());
+  build.weightsFrom = weightsFrom;
+  build.probeInputs = probeInputs;
+  build.executable = emit == EmitStage::Executable;
+  build.quiet = quiet;
+  build.calibration = calibration;
+  build.reproduce = std::move(reproduce);
+  return build;
+}
+
+/// An fp32 build of the checkpoint for `buildTarget` into `out`, with every
+/// other option at its default (the reference of --report-fidelity; with
+/// `probeInputs`, the measuring build of --calib).
+Build fp32Build(StringRef out, StringRef buildTarget, bool probeInputs,
+                std::string reproduce) {
+  Build build;
+  build.out = out.str();
+  build.target = buildTarget.str();
+  build.probeInputs = probeInputs;
+  build.quiet = true;
+  build.reproduce = std::move(reproduce);
+  return build;
+}
+
+spark::BuildOptions buildOptions(const Build &build) {
+  spark::BuildOptions options;
+  options.target = build.target;
+  options.dtype = build.dtype;
+  options.maxContext = maxContext;
+  options.maxChunk = maxChunk;
+  options.quiet = build.quiet;
+  options.amxKernel = build.amxKernel;
+  options.quant = build.quant;
+  options.groupSize = build.groupSize;
+  options.quantRecipe = build.recipe;
+  options.executable = build.executable;
+  options.activations = build.activations;
+  options.probeInputs = build.probeInputs;
+  options.calibrated = build.calibration != nullptr;
+  if (build.calibration && weightImportance)
+    options.importance = build.calibration->importance;
+  options.entryPoint = build.entryPoint;
+  options.weightsFrom = build.weightsFrom;
+  options.cflags = build.cflags;
   return options;
 }
 
@@ -345,7 +417,8 @@ spark::BuildOptions buildOptions(const Calibration *calibration) {
 /// quantization, then the cache layout, RoPE tables and memory plan. MLIR's
 /// pass-manager flags (--mlir-print-ir-after-all, --mlir-timing, ...) apply.
 mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module,
-                              const Calibration *calibration) {
+                              const Build &build) {
+  const Calibration *calibration = build.calibration;
   mlir::DefaultTimingManager timing;
   mlir::applyDefaultTimingManagerCLOptions(timing);
   mlir::TimingScope root = timing.getRootScope();
@@ -378,18 +451,18 @@ mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module,
   auto pm = pipeline();
   if (!pm)
     return mlir::failure();
-  if (quant != "none") {
+  if (build.quant != "none") {
     spark::SparkQuantizeWeightsOptions quantize;
-    quantize.scheme = quant;
-    quantize.activations = activations;
-    quantize.groupSize = groupSize;
-    quantize.activationBlock = activationBlock;
-    quantize.recipe.assign(recipeRules.begin(), recipeRules.end());
+    quantize.scheme = build.quant;
+    quantize.activations = build.activations;
+    quantize.groupSize = build.groupSize;
+    quantize.activationBlock = build.activationBlock;
+    quantize.recipe.assign(build.recipe.begin(), build.recipe.end());
     pm->addPass(spark::createSparkQuantizeWeights(quantize));
   }
   spark::SparkKVLayoutOptions layout;
   layout.maxContext = maxContext;
-  layout.cacheType = kvCache;
+  layout.cacheType = build.kvCache;
   pm->addPass(spark::createSparkKVLayout(layout));
   spark::SparkRopeTablesOptions tables;
   tables.maxContext = maxContext;
@@ -422,22 +495,26 @@ Expected<JSONFile> readJSONFile(StringRef path) {
 /// earlier build (no manifest.json) is refused.
 class OutputFolder {
 public:
+  /// The folder `path` (as given: errors name it so); `quiet`: no line
+  /// listing what was written.
+  OutputFolder(StringRef path, bool quiet) : given(path.str()), quiet(quiet) {}
+
   /// Returns 0, or the exit status after printing the error.
   int create() {
-    out = outputPath;
+    out = given;
     // Absolute, so that the staging folder is created beside OUT (a relative
     // model would put it in the temporary directory, maybe on another file
     // system, where the final rename fails).
     if (std::error_code ec = sys::fs::make_absolute(out))
-      return fail(outputPath + ": " + ec.message());
+      return fail(given + ": " + ec.message());
     sys::path::remove_dots(out, /*remove_dot_dot=*/true);
     if (sys::fs::exists(out) && !isEmptyFolder(out)) {
       SmallString<256> manifest(out);
       sys::path::append(manifest, "manifest.json");
       if (!sys::fs::is_directory(out) || !sys::fs::exists(manifest))
-        return fail(outputPath + " exists and is not a spark-compile output "
-                                 "folder (no manifest.json); refusing to "
-                                 "replace it");
+        return fail(given + " exists and is not a spark-compile output "
+                            "folder (no manifest.json); refusing to "
+                            "replace it");
       // A manifest.json of some other program does not make a build.
       Expected<JSONFile> file = readJSONFile(manifest);
       const json::Object *object = file ? file->value.getAsObject() : nullptr;
@@ -446,10 +523,10 @@ public:
       if (!file)
         consumeError(file.takeError());
       if (!format || !format->starts_with("spark-compile "))
-        return fail(outputPath + " exists and its manifest.json is not a "
-                                 "spark-compile manifest (no \"format\": "
-                                 "\"spark-compile ...\"); refusing to "
-                                 "replace it");
+        return fail(given + " exists and its manifest.json is not a "
+                            "spark-compile manifest (no \"format\": "
+                            "\"spark-compile ...\"); refusing to "
+                            "replace it");
     }
     // -o a/b/c: the missing parent folders are made (and removed again,
     // while still empty, if the build fails).
@@ -459,13 +536,13 @@ public:
       createdParents.push_back(p.str());
     if (!createdParents.empty())
       if (std::error_code ec = sys::fs::create_directories(parent))
-        return fail(outputPath + ": cannot create its parent folder " + parent +
+        return fail(given + ": cannot create its parent folder " + parent +
                     ": " + ec.message());
     SmallString<256> model(out);
     model += ".partial-%%%%%%";
     SmallString<256> created;
     if (std::error_code ec = sys::fs::createUniqueDirectory(model, created))
-      return fail(outputPath +
+      return fail(given +
                   ": cannot create a folder beside it: " + ec.message());
     // createUniqueDirectory appends its own suffix to the model.
     staging.path = std::string(created);
@@ -488,19 +565,19 @@ public:
       SmallString<256> model(out), created;
       model += ".previous-%%%%%%";
       if (std::error_code ec = sys::fs::createUniqueDirectory(model, created))
-        return fail(outputPath +
+        return fail(given +
                     ": cannot create a folder beside it: " + ec.message());
       previous = std::string(created);
       if (std::error_code ec = sys::fs::rename(out, previous)) {
         sys::fs::remove(previous);
-        return fail(outputPath +
+        return fail(given +
                     ": cannot move the previous build aside: " + ec.message());
       }
     }
     if (std::error_code ec = sys::fs::rename(staging.path, out)) {
       if (!previous.empty())
         sys::fs::rename(previous, out);
-      return fail(outputPath +
+      return fail(given +
                   ": cannot move the new build into place: " + ec.message());
     }
     staging.path.clear();
@@ -537,6 +614,8 @@ private:
     }
   };
 
+  std::string given;
+  bool quiet;
   SmallString<256> out;
   CreatedFolders createdParents;
   TemporaryFolder staging;
@@ -614,33 +693,26 @@ std::string toolPath(const char *argv0, StringRef name) {
   return std::string(path);
 }
 
-/// An fp32 build of the checkpoint into `out` for `buildTarget`, with this
-/// run's context, chunk, import and fusion options, by a run of this
-/// program; `probeInputs` adds the calibration probes.
-Error compileFp32Build(const char *argv0, StringRef out, StringRef buildTarget,
-                       bool probeInputs, const Twine &what) {
-  std::string self = sys::fs::getMainExecutable(argv0, (void *)&fail);
-  std::string contextArg = "--max-context=" + std::to_string(maxContext);
-  std::string chunkArg = "--max-chunk=" + std::to_string(maxChunk);
-  std::string targetArg = "--target=" + buildTarget.str();
-  std::vector<StringRef> args = {
-      self,          checkpointDir,  "-o",       out,      "--quiet",
-      "--dtype=f32", "--quant=none", contextArg, chunkArg, targetArg};
-  if (probeInputs)
-    args.push_back("--probe-inputs");
-  if (noFusion)
-    args.push_back("--no-fusion");
-  if (importForm == ImportForm::Decomposed)
-    args.push_back("--import-form=decomposed");
-  if (skipFiniteCheck)
-    args.push_back("--skip-finite-check");
-  return runProgram(args, what);
+int compileLibrary(const spark::Checkpoint &checkpoint, const Build &build,
+                   double started = PhaseClock::seconds());
+
+/// An fp32 build of `checkpoint` into `out` for `buildTarget` (fp32Build), in
+/// this process; an error says `what` failed (its own error printed before).
+Error compileFp32Build(const spark::Checkpoint &checkpoint, StringRef out,
+                       StringRef buildTarget, bool probeInputs,
+                       const std::string &reproduce, const Twine &what) {
+  if (compileLibrary(checkpoint,
+                     fp32Build(out, buildTarget, probeInputs, reproduce)) != 0)
+    return createStringError(what + " failed");
+  return Error::success();
 }
 
 /// --calib: compiles the checkpoint for the host in fp32 with input probes,
 /// runs spark-fidelity --ranges-out on the sequences, and pairs each
 /// product's measured range with the weight it reads.
-Expected<Calibration> runCalibration(const char *argv0) {
+Expected<Calibration> runCalibration(const char *argv0,
+                                     const spark::Checkpoint &checkpoint,
+                                     const std::string &reproduce) {
   std::string fidelityTool = toolPath(argv0, "spark-fidelity");
   SmallString<128> created;
   if (std::error_code ec =
@@ -653,7 +725,8 @@ Expected<Calibration> runCalibration(const char *argv0) {
               rangesPath = scratch.path + "/ranges.json";
   if (!quiet)
     errs() << "calibration: compiling the fp32 build with input probes\n";
-  if (Error e = compileFp32Build(argv0, build, "host", /*probeInputs=*/true,
+  if (Error e = compileFp32Build(checkpoint, build, "host",
+                                 /*probeInputs=*/true, reproduce,
                                  "calibration: the fp32 build"))
     return e;
   if (!quiet)
@@ -720,13 +793,55 @@ Expected<Calibration> runCalibration(const char *argv0) {
   return calibration;
 }
 
-int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
-                const Calibration *calibration, int argc, char **argv) {
+/// The warnings of the passes (MLIR prints only errors by default), once
+/// each.
+void printWarnings(mlir::MLIRContext &context) {
+  context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
+    if (diag.getSeverity() != mlir::DiagnosticSeverity::Warning)
+      return mlir::failure(); // errors: the default printing
+    WithColor::warning(errs(), "spark-compile") << diag.str() << "\n";
+    return mlir::success();
+  });
+}
+
+/// The checkpoint as spark IR in `context`; null after printing the error.
+mlir::OwningOpRef<mlir::ModuleOp>
+importModule(mlir::MLIRContext &context, const spark::Checkpoint &checkpoint) {
+  spark::ImportOptions importOptions;
+  importOptions.maxContext = maxContext;
+  importOptions.decomposed = importForm == ImportForm::Decomposed;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      spark::importCheckpoint(context, checkpoint, importOptions);
+  if (!module)
+    fail("internal error: the imported module of " + checkpoint.directory() +
+         " does not verify");
+  return module;
+}
+
+/// A library build (--emit=lib or exe) of `checkpoint` into the folder
+/// build.out: import, passes, plan, then the kernels, library and weight
+/// pack, written beside the folder and moved into place when complete. The
+/// first phase's time counts from `started`. Returns 0, or the exit status
+/// after printing the error.
+int compileLibrary(const spark::Checkpoint &checkpoint, const Build &build,
+                   double started) {
+  PhaseClock phases(build.quiet, started);
+  const bool quiet = build.quiet;
+  mlir::MLIRContext context;
+  printWarnings(context);
+  mlir::OwningOpRef<mlir::ModuleOp> module = importModule(context, checkpoint);
+  if (!module)
+    return 1;
+  phases.done("reading and importing the checkpoint");
+  if (failed(runPasses(context, *module, build)))
+    return fail("the pass pipeline failed on " + checkpoint.directory());
+  phases.done("passes");
+  const Calibration *calibration = build.calibration;
   Expected<spark::ModelPlan> plan =
-      spark::planModel(module, checkpoint, buildOptions(calibration));
+      spark::planModel(*module, checkpoint, buildOptions(build));
   if (!plan)
     return fail(toString(plan.takeError()));
-  OutputFolder folder;
+  OutputFolder folder(build.out, quiet);
   if (int rc = folder.create())
     return rc;
   if (!quiet)
@@ -756,7 +871,7 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
   });
   const double libraryStarted = PhaseClock::seconds();
   Error libraryError =
-      spark::buildLibrary(*plan, folder.path(), emit == EmitStage::Executable);
+      spark::buildLibrary(*plan, folder.path(), build.executable);
   const double librarySeconds = PhaseClock::seconds() - libraryStarted;
   packWriter.join();
   if (libraryError)
@@ -788,81 +903,43 @@ int emitLibrary(const spark::Checkpoint &checkpoint, mlir::ModuleOp module,
       return fail(std::string(from) +
                   ": cannot copy into the build: " + ec.message());
   }
-  if (int rc = writeFile(
-          folder.file("manifest.json"),
-          spark::emitManifest(*plan, packBytes, commandLineOf(argc, argv))))
+  if (int rc =
+          writeFile(folder.file("manifest.json"),
+                    spark::emitManifest(*plan, packBytes, build.reproduce)))
     return rc;
-  return folder.commit();
+  if (int rc = folder.commit())
+    return rc;
+  phases.total();
+  return 0;
 }
 
 /// --target=s25 (Snapdragon 8 Elite: Oryon CPU cores + Hexagon DSP): the
-/// arm64 and the hexagon builds of the same options, each by a run of this
-/// program, the runtime built for arm64, the FastRPC interface and
+/// arm64 and the hexagon builds of this run's options (`build`, whose folder
+/// is the bundle's), the runtime built for arm64, the FastRPC interface and
 /// DSP-side skeleton source, a manifest saying which runs where, and the
 /// integration notes, in one folder.
-int emitBundle(const Calibration *calibration, int argc, char **argv) {
-  std::string self = sys::fs::getMainExecutable(argv[0], (void *)&fail);
-  OutputFolder folder;
+int emitBundle(const spark::Checkpoint &checkpoint, const Build &build) {
+  const bool quiet = build.quiet;
+  OutputFolder folder(build.out, quiet);
   if (int rc = folder.create())
     return rc;
-  // Calibrated once here; the parts read the ranges.
-  std::string rangesArg;
-  if (calibration) {
-    if (int rc = writeFile(folder.file("calibration.json"), calibration->json))
+  if (build.calibration)
+    if (int rc =
+            writeFile(folder.file("calibration.json"), build.calibration->json))
       return rc;
-    rangesArg = "--calib-ranges=" + folder.file("calibration.json");
-  }
-  // The sub-builds take this command line with their own --target and -o.
-  std::vector<std::string> passed;
-  for (int i = 1; i < argc; ++i) {
-    StringRef arg = argv[i];
-    if (arg == "-o" || arg == "--o" || arg == "--target" || arg == "-target") {
-      ++i;
-      continue;
-    }
-    if (arg.starts_with("--target=") || arg.starts_with("-target=") ||
-        arg.starts_with("-o=") || arg.starts_with("--o="))
-      continue;
-    if (arg.starts_with("-o") && arg.size() > 2 && !arg.starts_with("-o="))
-      continue; // -oOUT
-    if (arg == "--calib" || arg == "-calib" || arg == "--calib-ranges" ||
-        arg == "-calib-ranges") {
-      ++i;
-      continue;
-    }
-    if (arg.starts_with("--weights-from") || arg.starts_with("-weights-from")) {
-      if (!arg.contains('='))
-        ++i;
-      continue;
-    }
-    if (arg.starts_with("--calib=") || arg.starts_with("-calib=") ||
-        arg.starts_with("--calib-ranges=") || arg.starts_with("-calib-ranges="))
-      continue;
-    passed.push_back(arg.str());
-  }
-  if (!rangesArg.empty())
-    passed.push_back(rangesArg);
   json::Object parts;
   // The two parts store the same quantized weights (both row-major, the
   // same options): the hexagon part copies the arm64 part's.
-  std::string reuseArg = "--weights-from=" + folder.file("arm64/model.spkw");
   for (const char *sub : {"arm64", "hexagon"}) {
     if (!quiet)
       errs() << "s25: building the " << sub << " part\n";
-    std::string subOut = folder.file(sub);
-    std::string targetArg = std::string("--target=") + sub;
-    std::vector<StringRef> args = {self};
-    for (const std::string &a : passed)
-      args.push_back(a);
+    Build part = build;
+    part.target = sub;
+    part.out = folder.file(sub);
     if (StringRef(sub) == "hexagon")
-      args.push_back(reuseArg);
-    for (StringRef a :
-         {StringRef(targetArg), StringRef("-o"), StringRef(subOut)})
-      args.push_back(a);
-    std::string message;
-    if (sys::ExecuteAndWait(self, args, std::nullopt, {}, 0, 0, &message) != 0)
-      return fail(std::string("--target=s25: the ") + sub + " part failed" +
-                  (message.empty() ? "" : ": " + message));
+      part.weightsFrom = folder.file("arm64/model.spkw");
+    if (compileLibrary(checkpoint, part) != 0)
+      return fail(std::string("--target=s25: the ") + sub + " part failed");
   }
   Expected<spark::TargetInfo> arm64 = spark::targetFor("arm64");
   if (!arm64)
@@ -874,7 +951,8 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
   for (auto [name, text] :
        {std::pair<const char *, std::string>{"hexagon/spark_dsp.idl",
                                              spark::emitFastRpcInterface()},
-        {"hexagon/spark_dsp_imp.c", spark::emitFastRpcSkeleton(entryPoint)},
+        {"hexagon/spark_dsp_imp.c",
+         spark::emitFastRpcSkeleton(build.entryPoint)},
         {"INTEGRATION.md", spark::emitS25Integration()}})
     if (int rc = writeFile(folder.file(name), text))
       return rc;
@@ -903,7 +981,7 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
        "both parts run end to end under qemu (qemu-aarch64-static, "
        "qemu-hexagon-static) in spark-compile's tests; the FastRPC path "
        "needs the Hexagon SDK and a device and was not run"},
-      {"reproduce", commandLineOf(argc, argv)}};
+      {"reproduce", build.reproduce}};
   if (int rc = writeFile(
           folder.file("manifest.json"),
           formatv("{0:2}", json::Value(std::move(manifest))).str() + "\n"))
@@ -914,7 +992,8 @@ int emitBundle(const Calibration *calibration, int argc, char **argv) {
 /// --report-fidelity: an fp32 reference build next to OUT (removed again),
 /// then spark-fidelity OUT --reference REF --calib FILE, which prints the
 /// table and writes OUT/fidelity.json.
-int reportFidelityOf(const char *argv0) {
+int reportFidelityOf(const char *argv0, const spark::Checkpoint &checkpoint,
+                     const std::string &reproduce) {
   // The reference build goes in a folder of our own beside OUT.
   TemporaryFolder scratch;
   SmallString<256> model(outputPath), created;
@@ -927,8 +1006,8 @@ int reportFidelityOf(const char *argv0) {
   reference.path = scratch.path + "/fp32";
   if (!quiet)
     errs() << "fidelity: compiling the fp32 reference build\n";
-  if (Error e = compileFp32Build(argv0, reference.path, target,
-                                 /*probeInputs=*/false,
+  if (Error e = compileFp32Build(checkpoint, reference.path, target,
+                                 /*probeInputs=*/false, reproduce,
                                  "--report-fidelity: the fp32 reference build"))
     return fail(toString(std::move(e)));
   std::string fidelityTool = toolPath(argv0, "spark-fidelity");
@@ -1114,10 +1193,12 @@ int main(int argc, char **argv) {
                 "--calib-ranges OUT/calibration.json; spark-compile does not "
                 "make ranges up");
 
+  const std::string commandLine = commandLineOf(argc, argv);
   std::optional<Calibration> calibration;
   if (calibrated) {
     Expected<Calibration> measured =
-        calib.empty() ? readCalibration(calibRanges) : runCalibration(argv[0]);
+        calib.empty() ? readCalibration(calibRanges)
+                      : runCalibration(argv[0], **checkpoint, commandLine);
     if (!measured)
       return fail(toString(measured.takeError()));
     calibration = std::move(*measured);
@@ -1128,25 +1209,24 @@ int main(int argc, char **argv) {
   }
   const Calibration *ranges = calibration ? &*calibration : nullptr;
 
+  const Build build = commandLineBuild(ranges, commandLine);
   if (target == "s25")
-    return emitBundle(ranges, argc, argv);
+    return emitBundle(**checkpoint, build);
+  if (library) {
+    if (int rc = compileLibrary(**checkpoint, build, PhaseClock::programStart))
+      return rc;
+    return reportFidelity ? reportFidelityOf(argv[0], **checkpoint, commandLine)
+                          : 0;
+  }
 
+  // The IR and kernel stages, printed to -o (or stdout).
+  PhaseClock phases(quiet, PhaseClock::programStart);
   mlir::MLIRContext context;
-  // Warnings of the passes (MLIR prints only errors by default), once each.
-  context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
-    if (diag.getSeverity() != mlir::DiagnosticSeverity::Warning)
-      return mlir::failure(); // errors: the default printing
-    WithColor::warning(errs(), "spark-compile") << diag.str() << "\n";
-    return mlir::success();
-  });
-  spark::ImportOptions importOptions;
-  importOptions.maxContext = maxContext;
-  importOptions.decomposed = importForm == ImportForm::Decomposed;
+  printWarnings(context);
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      spark::importCheckpoint(context, **checkpoint, importOptions);
+      importModule(context, **checkpoint);
   if (!module)
-    return fail("internal error: the imported module of " + checkpointDir +
-                " does not verify");
+    return 1;
   phases.done("reading and importing the checkpoint");
 
   // writeToOutput writes to a temporary file and renames it into place, so
@@ -1163,20 +1243,14 @@ int main(int argc, char **argv) {
   if (emit == EmitStage::MLIR)
     return writeText(printModule);
 
-  if (failed(runPasses(context, *module, ranges)))
+  if (failed(runPasses(context, *module, build)))
     return fail("the pass pipeline failed on " + checkpointDir);
   phases.done("passes");
   if (emit == EmitStage::Optimized)
     return writeText(printModule);
-  if (library) {
-    if (int rc = emitLibrary(**checkpoint, *module, ranges, argc, argv))
-      return rc;
-    phases.total();
-    return reportFidelity ? reportFidelityOf(argv[0]) : 0;
-  }
 
   Expected<spark::ModelPlan> plan =
-      spark::planModel(*module, **checkpoint, buildOptions(ranges));
+      spark::planModel(*module, **checkpoint, buildOptions(build));
   if (!plan)
     return fail(toString(plan.takeError()));
   TemporaryFolder scratch;
