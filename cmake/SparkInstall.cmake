@@ -20,7 +20,7 @@ install(FILES runtime/include/spark/runtime.h runtime/include/spark/model_abi.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/spark)
 
 # What spark-compile compiles into model libraries
-# (codegen/include/spark/Codegen/DataFiles.h), and the runtime's source, which
+# (kernels/include/spark/Kernels/DataFiles.h), and the runtime's source, which
 # the package builds for a cross-compiled project.
 install(DIRECTORY runtime/include DESTINATION ${SPARK_INSTALL_DATADIR}/runtime)
 install(FILES runtime/lib/runtime.c DESTINATION ${SPARK_INSTALL_DATADIR}/runtime/lib)

@@ -6,8 +6,8 @@
 // buildLibrary().
 //
 //===----------------------------------------------------------------------===//
-#include "spark/Codegen/DataFiles.h"
 #include "spark/Codegen/Emit.h"
+#include "spark/Kernels/DataFiles.h"
 
 #include "llvm/Object/ArchiveWriter.h"
 #include "llvm/Support/FileSystem.h"

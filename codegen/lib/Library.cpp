@@ -1,6 +1,6 @@
 //===- Library.cpp - compile kernels and driver into a target's library ---===//
-#include "spark/Codegen/DataFiles.h"
 #include "spark/Codegen/Emit.h"
+#include "spark/Kernels/DataFiles.h"
 
 #include "llvm/ObjCopy/ConfigManager.h"
 #include "llvm/ObjCopy/ObjCopy.h"

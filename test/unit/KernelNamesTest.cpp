@@ -4,7 +4,7 @@
 // never share one, and the names of the values a checkpoint gives stay short.
 //
 //===----------------------------------------------------------------------===//
-#include "spark/Codegen/Kernels.h"
+#include "spark/Kernels/Kernels.h"
 
 #include "gtest/gtest.h"
 

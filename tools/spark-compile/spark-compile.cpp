@@ -8,10 +8,10 @@
 // leaves no output behind; an existing output is replaced only on success.
 //
 //===----------------------------------------------------------------------===//
-#include "spark/Codegen/DataFiles.h"
 #include "spark/Codegen/Emit.h"
 #include "spark/Codegen/PackReader.h"
 #include "spark/Import/Importer.h"
+#include "spark/Kernels/DataFiles.h"
 #include "spark/Passes/Passes.h"
 
 #include "ModelLoader.h"

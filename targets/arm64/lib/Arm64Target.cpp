@@ -1,6 +1,6 @@
 //===- Arm64Target.cpp - variants, microkernels and toolchain of arm64 ----===//
+#include "spark/Kernels/DataFiles.h"
 #include "spark/Targets/Arm64.h"
-#include "spark/Codegen/DataFiles.h"
 #include "spark/Targets/CpuSchedules.h"
 
 using namespace Halide;

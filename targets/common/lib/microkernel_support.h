@@ -1,7 +1,7 @@
 /* microkernel_support.h - what the hand-written linear kernels of every
  * target share: the shape rules of the Halide kernel interface they stand in
  * for, and int8 input quantization with the same rule as the Halide kernels
- * (codegen/lib/Kernels.cpp): scale = the static input_scale, or per token
+ * (kernels/lib/Kernels.cpp): scale = the static input_scale, or per token
  * max |x| / 127; code = clamp(round-to-nearest-even(x / scale), -127, 127). */
 #ifndef SPARK_MICROKERNEL_SUPPORT_H
 #define SPARK_MICROKERNEL_SUPPORT_H

@@ -1,5 +1,5 @@
 //===- HexagonTarget.cpp - variants, microkernels and toolchain of hexagon ===//
-#include "spark/Codegen/DataFiles.h"
+#include "spark/Kernels/DataFiles.h"
 #include "spark/Targets/CpuSchedules.h"
 #include "spark/Targets/Hexagon.h"
 

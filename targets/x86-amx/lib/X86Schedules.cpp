@@ -1,5 +1,5 @@
 //===- X86Schedules.cpp - x86 schedules of the spark kernels --------------===//
-#include "spark/Codegen/DataFiles.h"
+#include "spark/Kernels/DataFiles.h"
 #include "spark/Targets/CpuSchedules.h"
 #include "spark/Targets/X86.h"
 

@@ -4,7 +4,7 @@
  * value head (GQA) in one task, so each cached key and value is read once
  * per token, not once per query head.
  *
- * The function (the Halide attention kernel's, codegen/lib/Kernels.cpp):
+ * The function (the Halide attention kernel's, kernels/lib/Kernels.cpp):
  *   (q f32 [hd, H, n], k f32 [hd, KV, n], v f32 [hd, KV, n],
  *    k_cache f32 [hd, KV, S], v_cache f32 [hd, KV, S], [gate f32 [H, n]],
  *    pos0, cached, out f32 [hd, H, n]):

@@ -10,8 +10,8 @@
 #ifndef SPARK_CODEGEN_MODELPLAN_H
 #define SPARK_CODEGEN_MODELPLAN_H
 
-#include "spark/Codegen/Kernels.h"
 #include "spark/Import/Checkpoint.h"
+#include "spark/Kernels/Kernels.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"

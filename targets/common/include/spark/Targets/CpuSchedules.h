@@ -9,7 +9,7 @@
 #ifndef SPARK_TARGETS_CPUSCHEDULES_H
 #define SPARK_TARGETS_CPUSCHEDULES_H
 
-#include "spark/Codegen/Kernels.h"
+#include "spark/Kernels/Kernels.h"
 
 namespace spark {
 

@@ -11,7 +11,7 @@
 #ifndef SPARK_TARGETS_TARGET_H
 #define SPARK_TARGETS_TARGET_H
 
-#include "spark/Codegen/Kernels.h"
+#include "spark/Kernels/Kernels.h"
 
 #include "llvm/Support/Error.h"
 

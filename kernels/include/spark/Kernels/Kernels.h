@@ -6,8 +6,8 @@
 // the order listed per kind below, then scalar params, then the output.
 //
 //===----------------------------------------------------------------------===//
-#ifndef SPARK_CODEGEN_KERNELS_H
-#define SPARK_CODEGEN_KERNELS_H
+#ifndef SPARK_KERNELS_KERNELS_H
+#define SPARK_KERNELS_KERNELS_H
 
 #include "spark/Import/Safetensors.h"
 
@@ -114,4 +114,4 @@ Halide::Type halideType(DType type);
 
 } // namespace spark
 
-#endif // SPARK_CODEGEN_KERNELS_H
+#endif // SPARK_KERNELS_KERNELS_H

@@ -9,8 +9,8 @@
 // so an installed compiler can be moved.
 //
 //===----------------------------------------------------------------------===//
-#ifndef SPARK_CODEGEN_DATAFILES_H
-#define SPARK_CODEGEN_DATAFILES_H
+#ifndef SPARK_KERNELS_DATAFILES_H
+#define SPARK_KERNELS_DATAFILES_H
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -31,4 +31,4 @@ llvm::Error checkDataFiles();
 
 } // namespace spark
 
-#endif // SPARK_CODEGEN_DATAFILES_H
+#endif // SPARK_KERNELS_DATAFILES_H

@@ -5,7 +5,7 @@
 // inference never asks for data outside the buffers the driver passes.
 //
 //===----------------------------------------------------------------------===//
-#include "spark/Codegen/Kernels.h"
+#include "spark/Kernels/Kernels.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,5 +1,5 @@
 //===- DataFiles.cpp - where the files compiled into libraries live -------===//
-#include "spark/Codegen/DataFiles.h"
+#include "spark/Kernels/DataFiles.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
