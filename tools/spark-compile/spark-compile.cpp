@@ -8,18 +8,16 @@
 // leaves no output behind; an existing output is replaced only on success.
 //
 //===----------------------------------------------------------------------===//
+#include "spark/Codegen/Compile.h"
 #include "spark/Codegen/Emit.h"
-#include "spark/Codegen/PackReader.h"
-#include "spark/Import/Importer.h"
+#include "spark/Import/Checkpoint.h"
 #include "spark/Kernels/DataFiles.h"
-#include "spark/Passes/Passes.h"
 
 #include "ModelLoader.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -31,9 +29,6 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
-
-#include <chrono>
-#include <thread>
 
 using namespace llvm;
 
@@ -251,60 +246,14 @@ cl::opt<std::string> extraCFlags(
              "\"-fsanitize=thread\")"),
     cl::init(""), cl::cat(category));
 
+/// When the program started: the phase of the build the command line asks
+/// for also counts opening the checkpoint.
+const double programStart = spark::steadySeconds();
+
 int fail(const Twine &message) {
   WithColor::error(errs(), "spark-compile") << message << "\n";
   return 1;
 }
-
-/// Progress of one build: the wall time of each phase, printed as it ends,
-/// and the total (not when quiet).
-class PhaseClock {
-public:
-  /// Seconds on the steady clock (differences of two are durations).
-  static double seconds() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-  }
-  /// The program's start: the first phase of the build the command line
-  /// asks for also counts opening the checkpoint.
-  static const double programStart;
-
-  PhaseClock(bool quiet, double start = seconds())
-      : quiet(quiet), start(start), last(start) {}
-  void done(const Twine &phase) {
-    double t = seconds();
-    if (!quiet)
-      errs() << formatv("spark-compile: {0}: {1:f1} s\n", phase.str(),
-                        t - last);
-    last = t;
-  }
-  void total() {
-    if (!quiet)
-      errs() << formatv("spark-compile: total {0:f1} s\n", seconds() - start);
-  }
-
-private:
-  bool quiet;
-  double start, last;
-};
-const double PhaseClock::programStart = PhaseClock::seconds();
-
-/// Removes a folder (and its contents) when it goes out of scope, unless
-/// released.
-struct TemporaryFolder {
-  std::string path;
-  ~TemporaryFolder() {
-    if (!path.empty())
-      sys::fs::remove_directories(path);
-  }
-};
-
-struct Calibration {
-  StringMap<float> ranges;
-  /// Each product input channel's mean x^2, by the weight it reads.
-  std::map<std::string, std::vector<float>> importance;
-  std::string json;
-};
 
 /// Reads a JSON array of non-negative numbers; false if it is not one.
 bool readImportance(const json::Value &value, std::vector<float> &out) {
@@ -321,314 +270,35 @@ bool readImportance(const json::Value &value, std::vector<float> &out) {
   return true;
 }
 
-/// One build of the checkpoint: the one the command line asks for, or one
-/// this run makes on the way (the parts of --target=s25, the fp32 builds of
-/// --calib and --report-fidelity), in this process. The context, chunk,
-/// import and fusion options are the run's for all of them.
-struct Build {
-  std::string out; // the folder (library builds) or file (-o)
-  std::string target = "host";
-  spark::DType dtype = spark::DType::F32;
-  std::string quant = "none";
-  std::string activations; // empty: none (--quant=none)
-  int64_t groupSize = 128;
-  int64_t activationBlock = 0;
-  std::vector<std::string> recipe;
-  std::string kvCache = "f32";
-  std::string amxKernel = "tiles";
-  std::string entryPoint = "spark_model_definition";
-  std::vector<std::string> cflags;
-  std::string weightsFrom;
-  bool probeInputs = false;
-  bool executable = false; // --emit=exe
-  bool quiet = false;
-  const Calibration *calibration = nullptr;
-  /// The command line recorded in the manifest as reproducing the build.
-  std::string reproduce;
-};
-
 /// The build the command line asks for (its options checked by main).
-Build commandLineBuild(const Calibration *calibration, std::string reproduce) {
-  Build build;
+spark::Build commandLineBuild(std::string reproduce) {
+  spark::Build build;
   build.out = outputPath;
-  build.target = target;
-  build.dtype = dtype;
-  build.quant = quant;
-  build.activations = activations;
-  build.groupSize = groupSize;
+  build.options.target = target;
+  build.options.dtype = dtype;
+  build.options.quant = quant;
+  build.options.activations = activations;
+  build.options.groupSize = groupSize;
   build.activationBlock = activationBlock;
-  build.recipe = recipeRules;
+  build.options.quantRecipe = recipeRules;
   build.kvCache = kvCache;
-  build.amxKernel = amxKernel;
-  build.entryPoint = entryPoint;
+  build.options.amxKernel = amxKernel;
+  build.options.entryPoint = entryPoint;
   SmallVector<StringRef> flags;
   StringRef(extraCFlags).split(flags, ' ', -1, /*KeepEmpty=*/false);
   for (StringRef flag : flags)
-    build.cflags.push_back(flag.str());
-  build.weightsFrom = weightsFrom;
-  build.probeInputs = probeInputs;
-  build.executable = emit == EmitStage::Executable;
-  build.quiet = quiet;
-  build.calibration = calibration;
+    build.options.cflags.push_back(flag.str());
+  build.options.weightsFrom = weightsFrom;
+  build.options.probeInputs = probeInputs;
+  build.options.executable = emit == EmitStage::Executable;
+  build.options.maxContext = maxContext;
+  build.options.maxChunk = maxChunk;
+  build.fusion = !noFusion;
+  build.decomposedImport = importForm == ImportForm::Decomposed;
+  build.weightImportance = weightImportance;
+  build.options.quiet = quiet;
   build.reproduce = std::move(reproduce);
   return build;
-}
-
-/// An fp32 build of the checkpoint for `buildTarget` into `out`, with every
-/// other option at its default (the reference of --report-fidelity; with
-/// `probeInputs`, the measuring build of --calib).
-Build fp32Build(StringRef out, StringRef buildTarget, bool probeInputs,
-                std::string reproduce) {
-  Build build;
-  build.out = out.str();
-  build.target = buildTarget.str();
-  build.probeInputs = probeInputs;
-  build.quiet = true;
-  build.reproduce = std::move(reproduce);
-  return build;
-}
-
-spark::BuildOptions buildOptions(const Build &build) {
-  spark::BuildOptions options;
-  options.target = build.target;
-  options.dtype = build.dtype;
-  options.maxContext = maxContext;
-  options.maxChunk = maxChunk;
-  options.quiet = build.quiet;
-  options.amxKernel = build.amxKernel;
-  options.quant = build.quant;
-  options.groupSize = build.groupSize;
-  options.quantRecipe = build.recipe;
-  options.executable = build.executable;
-  options.activations = build.activations;
-  options.probeInputs = build.probeInputs;
-  options.calibrated = build.calibration != nullptr;
-  if (build.calibration && weightImportance)
-    options.importance = build.calibration->importance;
-  options.entryPoint = build.entryPoint;
-  options.weightsFrom = build.weightsFrom;
-  options.cflags = build.cflags;
-  return options;
-}
-
-/// Calibrated input ranges, by the weight each product reads, and their
-/// JSON (OUT/calibration.json).
-/// The optimization pipeline: fusions, the calibrated ranges (when given),
-/// quantization, then the cache layout, RoPE tables and memory plan. MLIR's
-/// pass-manager flags (--mlir-print-ir-after-all, --mlir-timing, ...) apply.
-mlir::LogicalResult runPasses(mlir::MLIRContext &context, mlir::ModuleOp module,
-                              const Build &build) {
-  const Calibration *calibration = build.calibration;
-  mlir::DefaultTimingManager timing;
-  mlir::applyDefaultTimingManagerCLOptions(timing);
-  mlir::TimingScope root = timing.getRootScope();
-  auto pipeline = [&]() -> std::unique_ptr<mlir::PassManager> {
-    auto pm = std::make_unique<mlir::PassManager>(
-        &context, mlir::ModuleOp::getOperationName());
-    if (failed(mlir::applyPassManagerCLOptions(*pm)))
-      return nullptr;
-    pm->enableTiming(root);
-    return pm;
-  };
-  auto fusion = pipeline();
-  if (!fusion)
-    return mlir::failure();
-  if (!noFusion) {
-    fusion->addPass(spark::createSparkFuseRMSNorm());
-    fusion->addPass(spark::createSparkFuseGeglu());
-    fusion->addPass(spark::createSparkFuseHeadGate());
-    fusion->addPass(spark::createSparkFuseProjections());
-  }
-  if (failed(fusion->run(module)))
-    return mlir::failure();
-  // The ranges name the fused products, as the fp32 build that measured them
-  // (compiled with the same fusion options) has them.
-  if (calibration)
-    if (Error e = spark::attachInputRanges(module, calibration->ranges)) {
-      fail("calibration: " + toString(std::move(e)));
-      return mlir::failure();
-    }
-  auto pm = pipeline();
-  if (!pm)
-    return mlir::failure();
-  if (build.quant != "none") {
-    spark::SparkQuantizeWeightsOptions quantize;
-    quantize.scheme = build.quant;
-    quantize.activations = build.activations;
-    quantize.groupSize = build.groupSize;
-    quantize.activationBlock = build.activationBlock;
-    quantize.recipe.assign(build.recipe.begin(), build.recipe.end());
-    pm->addPass(spark::createSparkQuantizeWeights(quantize));
-  }
-  spark::SparkKVLayoutOptions layout;
-  layout.maxContext = maxContext;
-  layout.cacheType = build.kvCache;
-  pm->addPass(spark::createSparkKVLayout(layout));
-  spark::SparkRopeTablesOptions tables;
-  tables.maxContext = maxContext;
-  pm->addPass(spark::createSparkRopeTables(tables));
-  spark::SparkPlanMemoryOptions memory;
-  memory.maxChunk = maxChunk;
-  memory.rowMultiple = spark::kPrefillRowMultiple;
-  pm->addPass(spark::createSparkPlanMemory(memory));
-  return pm->run(module);
-}
-
-struct JSONFile {
-  std::string text;
-  json::Value value = nullptr;
-};
-Expected<JSONFile> readJSONFile(StringRef path) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
-  if (!buffer)
-    return createStringError(path + ": " + buffer.getError().message());
-  Expected<json::Value> value = json::parse((*buffer)->getBuffer());
-  if (!value)
-    return createStringError(path +
-                             ": not JSON: " + toString(value.takeError()));
-  return JSONFile{(*buffer)->getBuffer().str(), std::move(*value)};
-}
-
-/// An output folder built beside its final place (OUT.partial-XXXXXX) and
-/// renamed into place when complete: an error leaves nothing, and an earlier
-/// build is replaced only by a complete one. An existing OUT that is not an
-/// earlier build (no manifest.json) is refused.
-class OutputFolder {
-public:
-  /// The folder `path` (as given: errors name it so); `quiet`: no line
-  /// listing what was written.
-  OutputFolder(StringRef path, bool quiet) : given(path.str()), quiet(quiet) {}
-
-  /// Returns 0, or the exit status after printing the error.
-  int create() {
-    out = given;
-    // Absolute, so that the staging folder is created beside OUT (a relative
-    // model would put it in the temporary directory, maybe on another file
-    // system, where the final rename fails).
-    if (std::error_code ec = sys::fs::make_absolute(out))
-      return fail(given + ": " + ec.message());
-    sys::path::remove_dots(out, /*remove_dot_dot=*/true);
-    if (sys::fs::exists(out) && !isEmptyFolder(out)) {
-      SmallString<256> manifest(out);
-      sys::path::append(manifest, "manifest.json");
-      if (!sys::fs::is_directory(out) || !sys::fs::exists(manifest))
-        return fail(given + " exists and is not a spark-compile output "
-                            "folder (no manifest.json); refusing to "
-                            "replace it");
-      // A manifest.json of some other program does not make a build.
-      Expected<JSONFile> file = readJSONFile(manifest);
-      const json::Object *object = file ? file->value.getAsObject() : nullptr;
-      std::optional<StringRef> format =
-          object ? object->getString("format") : std::nullopt;
-      if (!file)
-        consumeError(file.takeError());
-      if (!format || !format->starts_with("spark-compile "))
-        return fail(given + " exists and its manifest.json is not a "
-                            "spark-compile manifest (no \"format\": "
-                            "\"spark-compile ...\"); refusing to "
-                            "replace it");
-    }
-    // -o a/b/c: the missing parent folders are made (and removed again,
-    // while still empty, if the build fails).
-    StringRef parent = sys::path::parent_path(out);
-    for (StringRef p = parent; !p.empty() && !sys::fs::exists(p);
-         p = sys::path::parent_path(p))
-      createdParents.push_back(p.str());
-    if (!createdParents.empty())
-      if (std::error_code ec = sys::fs::create_directories(parent))
-        return fail(given + ": cannot create its parent folder " + parent +
-                    ": " + ec.message());
-    SmallString<256> model(out);
-    model += ".partial-%%%%%%";
-    SmallString<256> created;
-    if (std::error_code ec = sys::fs::createUniqueDirectory(model, created))
-      return fail(given +
-                  ": cannot create a folder beside it: " + ec.message());
-    // createUniqueDirectory appends its own suffix to the model.
-    staging.path = std::string(created);
-    return 0;
-  }
-
-  const std::string &path() const { return staging.path; }
-  std::string file(StringRef name) const {
-    SmallString<256> path(staging.path);
-    sys::path::append(path, name);
-    return std::string(path);
-  }
-
-  /// Swaps the finished folder into place.
-  int commit() {
-    std::string previous;
-    if (sys::fs::exists(out)) {
-      // A name of our own (an empty folder created here, which rename
-      // replaces): never a folder of the user's, such as OUT.old.
-      SmallString<256> model(out), created;
-      model += ".previous-%%%%%%";
-      if (std::error_code ec = sys::fs::createUniqueDirectory(model, created))
-        return fail(given +
-                    ": cannot create a folder beside it: " + ec.message());
-      previous = std::string(created);
-      if (std::error_code ec = sys::fs::rename(out, previous)) {
-        sys::fs::remove(previous);
-        return fail(given +
-                    ": cannot move the previous build aside: " + ec.message());
-      }
-    }
-    if (std::error_code ec = sys::fs::rename(staging.path, out)) {
-      if (!previous.empty())
-        sys::fs::rename(previous, out);
-      return fail(given +
-                  ": cannot move the new build into place: " + ec.message());
-    }
-    staging.path.clear();
-    createdParents.clear();
-    if (!previous.empty())
-      sys::fs::remove_directories(previous);
-    if (!quiet) {
-      std::error_code ec;
-      std::vector<std::string> names;
-      for (sys::fs::directory_iterator it(out, ec), end; it != end && !ec;
-           it.increment(ec))
-        names.push_back(sys::path::filename(it->path()).str());
-      llvm::sort(names);
-      errs() << "wrote " << out << " (" << llvm::join(names, ", ") << ")\n";
-    }
-    return 0;
-  }
-
-private:
-  static bool isEmptyFolder(StringRef path) {
-    std::error_code ec;
-    sys::fs::directory_iterator it(path, ec);
-    return sys::fs::is_directory(path) && !ec &&
-           it == sys::fs::directory_iterator();
-  }
-
-  /// Parent folders made for OUT, deepest first: removed, while empty,
-  /// when a failed build ends. Declared before `staging`, so that the
-  /// staging folder inside them is gone first.
-  struct CreatedFolders : std::vector<std::string> {
-    ~CreatedFolders() {
-      for (const std::string &dir : *this)
-        sys::fs::remove(dir); // fails, harmlessly, on a non-empty folder
-    }
-  };
-
-  std::string given;
-  bool quiet;
-  SmallString<256> out;
-  CreatedFolders createdParents;
-  TemporaryFolder staging;
-};
-
-/// Writes `text` to `path` through a temporary name.
-int writeFile(const std::string &path, StringRef text) {
-  if (Error e = writeToOutput(path, [&](raw_ostream &os) {
-        os << text;
-        return Error::success();
-      }))
-    return fail(toString(std::move(e)));
-  return 0;
 }
 
 std::string commandLineOf(int argc, char **argv) {
@@ -642,11 +312,11 @@ constexpr const char *kCalibrationFormat = "spark-compile calibration 1";
 
 /// The text of a JSON file and its value; an error names the file.
 /// Reads an OUT/calibration.json (--calib-ranges).
-Expected<Calibration> readCalibration(StringRef path) {
+Expected<spark::Calibration> readCalibration(StringRef path) {
   auto fileError = [&](const Twine &what) {
     return createStringError("--calib-ranges: " + path + ": " + what);
   };
-  Expected<JSONFile> file = readJSONFile(path);
+  Expected<spark::JSONFile> file = spark::readJSONFile(path);
   if (!file)
     return createStringError("--calib-ranges: " + toString(file.takeError()));
   json::Object *object = file->value.getAsObject();
@@ -656,7 +326,7 @@ Expected<Calibration> readCalibration(StringRef path) {
     return fileError(Twine("expected the calibration.json of a build made "
                            "with --calib (format \"") +
                      kCalibrationFormat + "\", an object \"ranges\")");
-  Calibration calibration;
+  spark::Calibration calibration;
   for (const auto &[name, range] : *ranges) {
     std::optional<double> number = range.getAsNumber();
     if (!number || !std::isfinite(*number) || *number <= 0)
@@ -693,41 +363,39 @@ std::string toolPath(const char *argv0, StringRef name) {
   return std::string(path);
 }
 
-int compileLibrary(const spark::Checkpoint &checkpoint, const Build &build,
-                   double started = PhaseClock::seconds());
-
-/// An fp32 build of `checkpoint` into `out` for `buildTarget` (fp32Build), in
-/// this process; an error says `what` failed (its own error printed before).
-Error compileFp32Build(const spark::Checkpoint &checkpoint, StringRef out,
+/// An fp32 build of `checkpoint` into `out` for `buildTarget`
+/// (spark::fp32Build of `like`); an error says `what` failed and why.
+Error compileFp32Build(const spark::Checkpoint &checkpoint,
+                       const spark::Build &like, StringRef out,
                        StringRef buildTarget, bool probeInputs,
-                       const std::string &reproduce, const Twine &what) {
-  if (compileLibrary(checkpoint,
-                     fp32Build(out, buildTarget, probeInputs, reproduce)) != 0)
-    return createStringError(what + " failed");
+                       const Twine &what) {
+  if (Error e = spark::compileLibrary(
+          checkpoint, spark::fp32Build(like, out, buildTarget, probeInputs)))
+    return createStringError(what + " failed: " + toString(std::move(e)));
   return Error::success();
 }
 
 /// --calib: compiles the checkpoint for the host in fp32 with input probes,
 /// runs spark-fidelity --ranges-out on the sequences, and pairs each
 /// product's measured range with the weight it reads.
-Expected<Calibration> runCalibration(const char *argv0,
-                                     const spark::Checkpoint &checkpoint,
-                                     const std::string &reproduce) {
+Expected<spark::Calibration> runCalibration(const char *argv0,
+                                            const spark::Checkpoint &checkpoint,
+                                            const spark::Build &like) {
   std::string fidelityTool = toolPath(argv0, "spark-fidelity");
   SmallString<128> created;
   if (std::error_code ec =
           sys::fs::createUniqueDirectory("spark-calibration", created))
     return createStringError("cannot create a temporary folder: " +
                              ec.message());
-  TemporaryFolder scratch;
+  spark::TemporaryFolder scratch;
   scratch.path = std::string(created);
   std::string build = scratch.path + "/fp32",
               rangesPath = scratch.path + "/ranges.json";
   if (!quiet)
     errs() << "calibration: compiling the fp32 build with input probes\n";
-  if (Error e = compileFp32Build(checkpoint, build, "host",
-                                 /*probeInputs=*/true, reproduce,
-                                 "calibration: the fp32 build"))
+  if (Error e =
+          compileFp32Build(checkpoint, like, build, "host",
+                           /*probeInputs=*/true, "calibration: the fp32 build"))
     return e;
   if (!quiet)
     errs() << "calibration: running " << calib << "\n";
@@ -737,10 +405,11 @@ Expected<Calibration> runCalibration(const char *argv0,
     run.push_back("--quiet");
   if (Error e = runProgram(run, "calibration: spark-fidelity"))
     return e;
-  Expected<JSONFile> manifest = readJSONFile(build + "/manifest.json");
+  Expected<spark::JSONFile> manifest =
+      spark::readJSONFile(build + "/manifest.json");
   if (!manifest)
     return manifest.takeError();
-  Expected<JSONFile> measured = readJSONFile(rangesPath);
+  Expected<spark::JSONFile> measured = spark::readJSONFile(rangesPath);
   if (!measured)
     return measured.takeError();
   const json::Object *manifestObject = manifest->value.getAsObject();
@@ -750,7 +419,7 @@ Expected<Calibration> runCalibration(const char *argv0,
   if (!names || !values || names->size() != values->size())
     return createStringError("calibration: the fp32 build's input probes and "
                              "the measured ranges do not pair up");
-  Calibration calibration;
+  spark::Calibration calibration;
   json::Object ranges, largest, importance;
   for (size_t i = 0; i < names->size(); ++i) {
     std::optional<StringRef> name = (*names)[i].getAsString();
@@ -793,221 +462,25 @@ Expected<Calibration> runCalibration(const char *argv0,
   return calibration;
 }
 
-/// The warnings of the passes (MLIR prints only errors by default), once
-/// each.
-void printWarnings(mlir::MLIRContext &context) {
-  context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
-    if (diag.getSeverity() != mlir::DiagnosticSeverity::Warning)
-      return mlir::failure(); // errors: the default printing
-    WithColor::warning(errs(), "spark-compile") << diag.str() << "\n";
-    return mlir::success();
-  });
-}
-
-/// The checkpoint as spark IR in `context`; null after printing the error.
-mlir::OwningOpRef<mlir::ModuleOp>
-importModule(mlir::MLIRContext &context, const spark::Checkpoint &checkpoint) {
-  spark::ImportOptions importOptions;
-  importOptions.maxContext = maxContext;
-  importOptions.decomposed = importForm == ImportForm::Decomposed;
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      spark::importCheckpoint(context, checkpoint, importOptions);
-  if (!module)
-    fail("internal error: the imported module of " + checkpoint.directory() +
-         " does not verify");
-  return module;
-}
-
-/// A library build (--emit=lib or exe) of `checkpoint` into the folder
-/// build.out: import, passes, plan, then the kernels, library and weight
-/// pack, written beside the folder and moved into place when complete. The
-/// first phase's time counts from `started`. Returns 0, or the exit status
-/// after printing the error.
-int compileLibrary(const spark::Checkpoint &checkpoint, const Build &build,
-                   double started) {
-  PhaseClock phases(build.quiet, started);
-  const bool quiet = build.quiet;
-  mlir::MLIRContext context;
-  printWarnings(context);
-  mlir::OwningOpRef<mlir::ModuleOp> module = importModule(context, checkpoint);
-  if (!module)
-    return 1;
-  phases.done("reading and importing the checkpoint");
-  if (failed(runPasses(context, *module, build)))
-    return fail("the pass pipeline failed on " + checkpoint.directory());
-  phases.done("passes");
-  const Calibration *calibration = build.calibration;
-  Expected<spark::ModelPlan> plan =
-      spark::planModel(*module, checkpoint, buildOptions(build));
-  if (!plan)
-    return fail(toString(plan.takeError()));
-  OutputFolder folder(build.out, quiet);
-  if (int rc = folder.create())
-    return rc;
-  if (!quiet)
-    errs() << "spark-compile: " << plan->kernels.size() << " kernels, "
-           << plan->tensors.size() << " pack tensors, arena "
-           << plan->arenaFloats * 4 / 1024 << " KiB\n";
-  if (!quiet && plan->weightsFrom)
-    errs() << "spark-compile: "
-           << llvm::count_if(
-                  plan->tensors,
-                  [](const spark::PackTensor &t) { return !t.stored.empty(); })
-           << " quantized tensors taken from " << plan->weightsFrom->path()
-           << " (built for " << plan->weightsFrom->target() << ")\n";
-  phases.done("planning (quantizing the weights)");
-  // The weight pack is written on a thread of its own while the kernels and
-  // the library compile: the one waits on the disk, the other on clang and
-  // Halide.
-  if (!quiet)
-    errs() << "writing the weight pack beside the kernels\n";
-  std::string packFailure;
-  double packSeconds = 0.0;
-  std::thread packWriter([&] {
-    const double started = PhaseClock::seconds();
-    if (Error e = spark::writeWeightPack(*plan, folder.file("model.spkw")))
-      packFailure = toString(std::move(e));
-    packSeconds = PhaseClock::seconds() - started;
-  });
-  const double libraryStarted = PhaseClock::seconds();
-  Error libraryError =
-      spark::buildLibrary(*plan, folder.path(), build.executable);
-  const double librarySeconds = PhaseClock::seconds() - libraryStarted;
-  packWriter.join();
-  if (libraryError)
-    return fail(toString(std::move(libraryError)));
-  if (!packFailure.empty())
-    return fail(packFailure);
-  phases.done(formatv("kernels and library ({0:f1} s) and the weight pack "
-                      "({1:f1} s), side by side",
-                      librarySeconds, packSeconds)
-                  .str()
-                  .c_str());
-  uint64_t packBytes = 0;
-  sys::fs::file_size(folder.file("model.spkw"), packBytes);
-  if (int rc = writeFile(folder.file("spark_model.h"),
-                         spark::emitModelHeader(*plan)))
-    return rc;
-  if (calibration)
-    if (int rc = writeFile(folder.file("calibration.json"), calibration->json))
-      return rc;
-  // The text layer's files travel with the build, so that spark-run OUT
-  // --prompt works and an app ships one folder.
-  for (const char *name : {"tokenizer.json", "tokenizer_config.json",
-                           "chat_template.jinja", "generation_config.json"}) {
-    SmallString<256> from(checkpoint.directory());
-    sys::path::append(from, name);
-    if (!sys::fs::is_regular_file(from))
-      continue;
-    if (std::error_code ec = sys::fs::copy_file(from, folder.file(name)))
-      return fail(std::string(from) +
-                  ": cannot copy into the build: " + ec.message());
-  }
-  if (int rc =
-          writeFile(folder.file("manifest.json"),
-                    spark::emitManifest(*plan, packBytes, build.reproduce)))
-    return rc;
-  if (int rc = folder.commit())
-    return rc;
-  phases.total();
-  return 0;
-}
-
-/// --target=s25 (Snapdragon 8 Elite: Oryon CPU cores + Hexagon DSP): the
-/// arm64 and the hexagon builds of this run's options (`build`, whose folder
-/// is the bundle's), the runtime built for arm64, the FastRPC interface and
-/// DSP-side skeleton source, a manifest saying which runs where, and the
-/// integration notes, in one folder.
-int emitBundle(const spark::Checkpoint &checkpoint, const Build &build) {
-  const bool quiet = build.quiet;
-  OutputFolder folder(build.out, quiet);
-  if (int rc = folder.create())
-    return rc;
-  if (build.calibration)
-    if (int rc =
-            writeFile(folder.file("calibration.json"), build.calibration->json))
-      return rc;
-  json::Object parts;
-  // The two parts store the same quantized weights (both row-major, the
-  // same options): the hexagon part copies the arm64 part's.
-  for (const char *sub : {"arm64", "hexagon"}) {
-    if (!quiet)
-      errs() << "s25: building the " << sub << " part\n";
-    Build part = build;
-    part.target = sub;
-    part.out = folder.file(sub);
-    if (StringRef(sub) == "hexagon")
-      part.weightsFrom = folder.file("arm64/model.spkw");
-    if (compileLibrary(checkpoint, part) != 0)
-      return fail(std::string("--target=s25: the ") + sub + " part failed");
-  }
-  Expected<spark::TargetInfo> arm64 = spark::targetFor("arm64");
-  if (!arm64)
-    return fail(toString(arm64.takeError()));
-  if (!quiet)
-    errs() << "s25: building the runtime for arm64\n";
-  if (Error e = spark::buildRuntimeLibrary(*arm64, folder.file("runtime")))
-    return fail(toString(std::move(e)));
-  for (auto [name, text] :
-       {std::pair<const char *, std::string>{"hexagon/spark_dsp.idl",
-                                             spark::emitFastRpcInterface()},
-        {"hexagon/spark_dsp_imp.c",
-         spark::emitFastRpcSkeleton(build.entryPoint)},
-        {"INTEGRATION.md", spark::emitS25Integration()}})
-    if (int rc = writeFile(folder.file(name), text))
-      return rc;
-  json::Object manifest{
-      {"format", "spark-compile bundle manifest 1"},
-      {"target", "s25"},
-      {"device", "Snapdragon 8 Elite (Oryon CPU cores + Hexagon DSP with HVX)"},
-      {"parts",
-       json::Object{
-           {"cpu", json::Object{{"folder", "arm64"},
-                                {"runs_on", "the application processor (Oryon, "
-                                            "AArch64), in the app's process"},
-                                {"library", "arm64/libspark_model.a"},
-                                {"pack", "arm64/model.spkw"},
-                                {"runtime", "runtime/libspark_runtime.a"}}},
-           {"dsp",
-            json::Object{{"folder", "hexagon"},
-                         {"runs_on", "the Hexagon DSP (v66 HVX code, runs on "
-                                     "v68+), reached through FastRPC: one "
-                                     "remote call per decoder step"},
-                         {"library", "hexagon/libspark_model.a"},
-                         {"pack", "hexagon/model.spkw"},
-                         {"interface", "hexagon/spark_dsp.idl"},
-                         {"skeleton_source", "hexagon/spark_dsp_imp.c"}}}}},
-      {"verified",
-       "both parts run end to end under qemu (qemu-aarch64-static, "
-       "qemu-hexagon-static) in spark-compile's tests; the FastRPC path "
-       "needs the Hexagon SDK and a device and was not run"},
-      {"reproduce", build.reproduce}};
-  if (int rc = writeFile(
-          folder.file("manifest.json"),
-          formatv("{0:2}", json::Value(std::move(manifest))).str() + "\n"))
-    return rc;
-  return folder.commit();
-}
-
 /// --report-fidelity: an fp32 reference build next to OUT (removed again),
 /// then spark-fidelity OUT --reference REF --calib FILE, which prints the
 /// table and writes OUT/fidelity.json.
 int reportFidelityOf(const char *argv0, const spark::Checkpoint &checkpoint,
-                     const std::string &reproduce) {
+                     const spark::Build &like) {
   // The reference build goes in a folder of our own beside OUT.
-  TemporaryFolder scratch;
+  spark::TemporaryFolder scratch;
   SmallString<256> model(outputPath), created;
   model += ".fidelity-%%%%%%";
   if (std::error_code ec = sys::fs::createUniqueDirectory(model, created))
     return fail(outputPath +
                 ": cannot create a folder beside it: " + ec.message());
   scratch.path = std::string(created);
-  TemporaryFolder reference;
+  spark::TemporaryFolder reference;
   reference.path = scratch.path + "/fp32";
   if (!quiet)
     errs() << "fidelity: compiling the fp32 reference build\n";
-  if (Error e = compileFp32Build(checkpoint, reference.path, target,
-                                 /*probeInputs=*/false, reproduce,
+  if (Error e = compileFp32Build(checkpoint, like, reference.path, target,
+                                 /*probeInputs=*/false,
                                  "--report-fidelity: the fp32 reference build"))
     return fail(toString(std::move(e)));
   std::string fidelityTool = toolPath(argv0, "spark-fidelity");
@@ -1193,12 +666,12 @@ int main(int argc, char **argv) {
                 "--calib-ranges OUT/calibration.json; spark-compile does not "
                 "make ranges up");
 
-  const std::string commandLine = commandLineOf(argc, argv);
-  std::optional<Calibration> calibration;
+  spark::Build build = commandLineBuild(commandLineOf(argc, argv));
+  std::optional<spark::Calibration> calibration;
   if (calibrated) {
-    Expected<Calibration> measured =
+    Expected<spark::Calibration> measured =
         calib.empty() ? readCalibration(calibRanges)
-                      : runCalibration(argv[0], **checkpoint, commandLine);
+                      : runCalibration(argv[0], **checkpoint, build);
     if (!measured)
       return fail(toString(measured.takeError()));
     calibration = std::move(*measured);
@@ -1207,26 +680,28 @@ int main(int argc, char **argv) {
              << " product input ranges; int8 activations " << activations
              << "\n";
   }
-  const Calibration *ranges = calibration ? &*calibration : nullptr;
+  build.calibration = calibration ? &*calibration : nullptr;
 
-  const Build build = commandLineBuild(ranges, commandLine);
-  if (target == "s25")
-    return emitBundle(**checkpoint, build);
+  if (target == "s25") {
+    if (Error e = spark::buildS25Bundle(**checkpoint, build))
+      return fail(toString(std::move(e)));
+    return 0;
+  }
   if (library) {
-    if (int rc = compileLibrary(**checkpoint, build, PhaseClock::programStart))
-      return rc;
-    return reportFidelity ? reportFidelityOf(argv[0], **checkpoint, commandLine)
-                          : 0;
+    if (Error e = spark::compileLibrary(**checkpoint, build, programStart))
+      return fail(toString(std::move(e)));
+    return reportFidelity ? reportFidelityOf(argv[0], **checkpoint, build) : 0;
   }
 
   // The IR and kernel stages, printed to -o (or stdout).
-  PhaseClock phases(quiet, PhaseClock::programStart);
+  spark::PhaseClock phases(quiet, programStart);
   mlir::MLIRContext context;
-  printWarnings(context);
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      importModule(context, **checkpoint);
-  if (!module)
-    return 1;
+  spark::printWarnings(context);
+  Expected<mlir::OwningOpRef<mlir::ModuleOp>> imported =
+      spark::importModule(context, **checkpoint, build);
+  if (!imported)
+    return fail(toString(imported.takeError()));
+  mlir::OwningOpRef<mlir::ModuleOp> module = std::move(*imported);
   phases.done("reading and importing the checkpoint");
 
   // writeToOutput writes to a temporary file and renames it into place, so
@@ -1243,17 +718,17 @@ int main(int argc, char **argv) {
   if (emit == EmitStage::MLIR)
     return writeText(printModule);
 
-  if (failed(runPasses(context, *module, build)))
+  if (failed(spark::runPasses(context, *module, build)))
     return fail("the pass pipeline failed on " + checkpointDir);
   phases.done("passes");
   if (emit == EmitStage::Optimized)
     return writeText(printModule);
 
   Expected<spark::ModelPlan> plan =
-      spark::planModel(*module, **checkpoint, buildOptions(build));
+      spark::planModel(*module, **checkpoint, spark::buildOptions(build));
   if (!plan)
     return fail(toString(plan.takeError()));
-  TemporaryFolder scratch;
+  spark::TemporaryFolder scratch;
   SmallString<128> created;
   if (std::error_code ec =
           sys::fs::createUniqueDirectory("spark-compile", created))
