@@ -25,7 +25,13 @@ int spark_open_model_dir(const char *dir, spark_open_params params,
     return -1;
   }
   char *absolute = realpath(library_path, NULL);
-  *library = dlopen(absolute ? absolute : library_path, RTLD_NOW | RTLD_LOCAL);
+  /* RTLD_NODELETE: the library's kernel workers (thread_pool.c) live as long
+   * as the process and spin in its code for a while after a step, so its
+   * code stays mapped after dlclose (a program that loads a build, closes it
+   * and goes on, such as spark-compile --calib, would otherwise run them
+   * into unmapped pages). */
+  *library = dlopen(absolute ? absolute : library_path,
+                    RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   free(absolute);
   if (!*library) {
     snprintf(error, error_bytes, "%s: %s", library_path, dlerror());

@@ -13,6 +13,7 @@
 #include "spark/Import/Checkpoint.h"
 #include "spark/Kernels/DataFiles.h"
 
+#include "Calibrate.h"
 #include "ModelLoader.h"
 
 #include "mlir/IR/AsmState.h"
@@ -376,12 +377,11 @@ Error compileFp32Build(const spark::Checkpoint &checkpoint,
 }
 
 /// --calib: compiles the checkpoint for the host in fp32 with input probes,
-/// runs spark-fidelity --ranges-out on the sequences, and pairs each
-/// product's measured range with the weight it reads.
-Expected<spark::Calibration> runCalibration(const char *argv0,
-                                            const spark::Checkpoint &checkpoint,
+/// loads that build here and runs the sequences through it (Calibrate.h, as
+/// spark-fidelity --ranges-out does), and pairs each product's measured
+/// input with the weight it reads.
+Expected<spark::Calibration> runCalibration(const spark::Checkpoint &checkpoint,
                                             const spark::Build &like) {
-  std::string fidelityTool = toolPath(argv0, "spark-fidelity");
   SmallString<128> created;
   if (std::error_code ec =
           sys::fs::createUniqueDirectory("spark-calibration", created))
@@ -389,8 +389,7 @@ Expected<spark::Calibration> runCalibration(const char *argv0,
                              ec.message());
   spark::TemporaryFolder scratch;
   scratch.path = std::string(created);
-  std::string build = scratch.path + "/fp32",
-              rangesPath = scratch.path + "/ranges.json";
+  std::string build = scratch.path + "/fp32";
   if (!quiet)
     errs() << "calibration: compiling the fp32 build with input probes\n";
   if (Error e =
@@ -399,49 +398,53 @@ Expected<spark::Calibration> runCalibration(const char *argv0,
     return e;
   if (!quiet)
     errs() << "calibration: running " << calib << "\n";
-  std::vector<StringRef> run = {fidelityTool, build,          "--calib",
-                                calib,        "--ranges-out", rangesPath};
-  if (quiet)
-    run.push_back("--quiet");
-  if (Error e = runProgram(run, "calibration: spark-fidelity"))
-    return e;
+  // The build runs here: its library loaded, every sequence through it.
+  spark::ModelSession run;
+  if (std::string e = run.open(build, /*threads=*/0); !e.empty())
+    return createStringError("calibration: " + e);
+  std::vector<std::vector<int32_t>> sequences;
+  if (std::string e = spark::readTokenSequences(
+          calib, run.info.vocab_size, run.info.max_context, sequences);
+      !e.empty())
+    return createStringError("calibration: " + e);
+  std::vector<spark::MeasuredInput> measured;
+  if (std::string e =
+          spark::measureProductInputs(run, build, sequences, measured);
+      !e.empty())
+    return createStringError("calibration: " + e);
+  if (!quiet) {
+    size_t tokens = 0;
+    for (const std::vector<int32_t> &ids : sequences)
+      tokens += ids.size();
+    errs() << "calibration: " << measured.size() << " product inputs over "
+           << tokens << " tokens in " << sequences.size() << " sequences\n";
+  }
   Expected<spark::JSONFile> manifest =
       spark::readJSONFile(build + "/manifest.json");
   if (!manifest)
     return manifest.takeError();
-  Expected<spark::JSONFile> measured = spark::readJSONFile(rangesPath);
-  if (!measured)
-    return measured.takeError();
   const json::Object *manifestObject = manifest->value.getAsObject();
   const json::Array *names =
       manifestObject ? manifestObject->getArray("input_probes") : nullptr;
-  const json::Array *values = measured->value.getAsArray();
-  if (!names || !values || names->size() != values->size())
+  if (!names || names->size() != measured.size())
     return createStringError("calibration: the fp32 build's input probes and "
-                             "the measured ranges do not pair up");
+                             "the measured inputs do not pair up");
   spark::Calibration calibration;
   json::Object ranges, largest, importance;
   for (size_t i = 0; i < names->size(); ++i) {
     std::optional<StringRef> name = (*names)[i].getAsString();
-    const json::Object *entry = (*values)[i].getAsObject();
-    std::optional<double> clip =
-        entry ? entry->getNumber("clip") : std::nullopt;
-    std::optional<double> max = entry ? entry->getNumber("max") : std::nullopt;
-    if (!name || !clip || !max)
+    const spark::MeasuredInput &m = measured[i];
+    if (!name || !m.seen)
       return createStringError("calibration: product input " + Twine(i) +
                                " was not seen on the calibration tokens");
     // An input that was all zeros still needs a positive range.
-    float range = std::max(float(*clip), 1e-30f);
+    float range = std::max(float(m.clip), 1e-30f);
     calibration.ranges[*name] = range;
     ranges[*name] = double(range);
-    largest[*name] = *max;
-    if (const json::Value *channels = entry->get("importance")) {
-      std::vector<float> &values = calibration.importance[name->str()];
-      if (!readImportance(*channels, values))
-        return createStringError("calibration: product input " + Twine(i) +
-                                 " has no per-channel importance");
-      importance[*name] = json::Array(values);
-    }
+    largest[*name] = m.largest;
+    std::vector<float> &values = calibration.importance[name->str()];
+    values.assign(m.importance.begin(), m.importance.end());
+    importance[*name] = json::Array(values);
   }
   SmallString<256> calibPath(calib);
   sys::fs::make_absolute(calibPath);
@@ -671,7 +674,7 @@ int main(int argc, char **argv) {
   if (calibrated) {
     Expected<spark::Calibration> measured =
         calib.empty() ? readCalibration(calibRanges)
-                      : runCalibration(argv[0], **checkpoint, build);
+                      : runCalibration(**checkpoint, build);
     if (!measured)
       return fail(toString(measured.takeError()));
     calibration = std::move(*measured);

@@ -23,6 +23,7 @@
 // channel's mean x^2 (its importance for weight quantization).
 //
 //===----------------------------------------------------------------------===//
+#include "Calibrate.h"
 #include "ModelLoader.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -96,100 +97,6 @@ void probe(void *user, int32_t layer, int32_t rows, int32_t width,
                              &saved[size_t(r) * width], width);
 }
 
-/// Calibration: per probed product input, the largest |x| and a histogram
-/// of |x| in bins of 1/32 octave, from which the clipping range with the
-/// least int8 quantization error is chosen.
-struct InputHistogram {
-  static constexpr int kBinsPerOctave = 32, kLowestOctave = -40, kOctaves = 80,
-                       kBins = kBinsPerOctave * kOctaves;
-  bool seen = false; // the probe saw this input at least once
-  double largest = 0;
-  std::vector<double> channelSquares; // per input channel, sum of x^2
-  long long rows = 0;
-  std::vector<double> count, sum, sumSquares; // per bin, of |x|
-  InputHistogram() : count(kBins), sum(kBins), sumSquares(kBins) {}
-
-  static double lowerEdge(int bin) {
-    return std::exp2(double(bin) / kBinsPerOctave + kLowestOctave);
-  }
-  void add(float value) {
-    double a = std::fabs(double(value));
-    largest = std::max(largest, a);
-    if (a == 0)
-      return; // exact at any scale
-    int bin = int(std::floor((std::log2(a) - kLowestOctave) * kBinsPerOctave));
-    bin = std::clamp(bin, 0, kBins - 1);
-    count[bin] += 1;
-    sum[bin] += a;
-    sumSquares[bin] += a * a;
-  }
-  /// Squared error of symmetric int8 codes with scale clip / 127: values
-  /// inside round to the grid (step^2 / 12 each; those under half a step
-  /// become 0, error x^2), values outside are clipped to +-clip.
-  double error(double clip) const {
-    const double step = clip / 127.0;
-    double total = 0;
-    for (int b = 0; b < kBins; ++b) {
-      if (count[b] == 0)
-        continue;
-      double lower = lowerEdge(b), upper = lowerEdge(b + 1);
-      if (lower >= clip) // (|x| - clip)^2 summed
-        total += sumSquares[b] - 2 * clip * sum[b] + count[b] * clip * clip;
-      else if (upper <= step / 2)
-        total += sumSquares[b];
-      else
-        total += count[b] * step * step / 12.0;
-    }
-    return total;
-  }
-  /// The clipping range with the least error: the largest |x| or a bin edge
-  /// below it, down to 1/64 of it.
-  double bestClip() const {
-    if (largest == 0)
-      return 0;
-    double best = largest, bestError = error(largest);
-    int top =
-        int(std::floor((std::log2(largest) - kLowestOctave) * kBinsPerOctave));
-    for (int b = top; b > top - 6 * kBinsPerOctave && b > 0; --b) {
-      double clip = lowerEdge(b);
-      if (clip >= largest)
-        continue;
-      double e = error(clip);
-      if (e < bestError) {
-        bestError = e;
-        best = clip;
-      }
-    }
-    return best;
-  }
-};
-
-struct RangeState {
-  int32_t layers = 0;
-  std::vector<InputHistogram> inputs; // by probe id - layers
-};
-
-void rangeProbe(void *user, int32_t id, int32_t rows, int32_t width,
-                const float *data, int32_t rowStride) {
-  auto *state = static_cast<RangeState *>(user);
-  if (id < state->layers)
-    return; // a layer output
-  size_t index = size_t(id - state->layers);
-  if (index >= state->inputs.size())
-    state->inputs.resize(index + 1);
-  InputHistogram &h = state->inputs[index];
-  h.seen = true;
-  if (h.channelSquares.size() != size_t(width))
-    h.channelSquares.assign(width, 0.0);
-  h.rows += rows;
-  for (int32_t r = 0; r < rows; ++r)
-    for (int32_t c = 0; c < width; ++c) {
-      float v = data[size_t(r) * rowStride + c];
-      h.add(v);
-      h.channelSquares[c] += double(v) * double(v);
-    }
-}
-
 using Run = spark::ModelSession;
 
 int argmax(const float *row, int32_t n) {
@@ -211,9 +118,8 @@ std::vector<int32_t> generate(Run &run, int32_t count) {
   return ids;
 }
 
-/// Writes `text` to `path` through a temporary name.
-
-/// --ranges-out: runs the sequences through one build with input probes.
+/// --ranges-out: runs the sequences through one build with input probes and
+/// writes what it measured of each product input as JSON.
 int calibrate(Run &run, const std::string &build, const std::string &calib,
               const std::string &path, bool quiet) {
   std::vector<std::vector<int32_t>> sequences;
@@ -221,61 +127,31 @@ int calibrate(Run &run, const std::string &build, const std::string &calib,
           calib, run.info.vocab_size, run.info.max_context, sequences);
       !e.empty())
     return fail(e);
-  RangeState state;
-  state.layers = run.info.num_layers;
-  spark_model_set_layer_probe(run.loaded.model, rangeProbe, &state);
-  const int32_t chunk = run.info.max_chunk;
-  // Every row's logits, so that the head's input is seen at every position.
-  std::vector<float> logits(size_t(chunk) * run.info.vocab_size);
-  long long tokens = 0;
-  for (size_t s = 0; s < sequences.size(); ++s) {
-    const std::vector<int32_t> &ids = sequences[s];
-    spark_session_reset(run.session);
-    for (size_t at = 0; at < ids.size(); at += chunk) {
-      int32_t n = int32_t(std::min<size_t>(chunk, ids.size() - at));
-      if (spark_session_eval(run.session, &ids[at], n, n, logits.data()) !=
-          SPARK_OK)
-        return fail(build + ": failed on calibration sequence " +
-                    std::to_string(s + 1));
-    }
-    tokens += ids.size();
-  }
-  spark_model_set_layer_probe(run.loaded.model, nullptr, nullptr);
-  if (state.inputs.empty())
-    return fail(build + ": no product input was probed; expected a build "
-                        "with input probes (made by spark-compile --calib)");
-  std::string text = "[\n";
-  for (size_t i = 0; i < state.inputs.size(); ++i) {
-    char entry[128];
-    if (!state.inputs[i].seen)
-      std::snprintf(entry, sizeof(entry), "  null%s\n",
-                    i + 1 < state.inputs.size() ? "," : "");
-    else {
-      const InputHistogram &h = state.inputs[i];
-      std::snprintf(entry, sizeof(entry),
-                    "  {\"max\": %.9g, \"clip\": %.9g, \"importance\": [",
-                    h.largest, h.bestClip());
-      text += entry;
-      // Each channel's mean x^2: the weight of its column's quantization
-      // error (the diagonal of the inputs' second moment).
-      for (size_t c = 0; c < h.channelSquares.size(); ++c) {
-        std::snprintf(entry, sizeof(entry), "%s%.6g", c ? ", " : "",
-                      h.rows ? h.channelSquares[c] / double(h.rows) : 0.0);
-        text += entry;
-      }
-      std::snprintf(entry, sizeof(entry), "]}%s\n",
-                    i + 1 < state.inputs.size() ? "," : "");
-    }
-    text += entry;
-  }
-  text += "]\n";
+  std::vector<spark::MeasuredInput> inputs;
+  if (std::string e =
+          spark::measureProductInputs(run, build, sequences, inputs);
+      !e.empty())
+    return fail(e);
+  llvm::json::Array entries;
+  for (const spark::MeasuredInput &m : inputs)
+    entries.push_back(m.seen ? llvm::json::Value(llvm::json::Object{
+                                   {"max", m.largest},
+                                   {"clip", m.clip},
+                                   {"importance", m.importance}})
+                             : llvm::json::Value(nullptr));
+  const std::string text =
+      llvm::formatv("{0:2}", llvm::json::Value(std::move(entries))).str() +
+      "\n";
   if (std::string e = spark::writeFileAtomically(path, text); !e.empty())
     return fail(e);
+  long long tokens = 0;
+  for (const std::vector<int32_t> &ids : sequences)
+    tokens += (long long)ids.size();
   if (!quiet)
     std::fprintf(stderr,
                  "spark-fidelity: %zu product inputs over %lld tokens in %zu "
                  "sequences -> %s\n",
-                 state.inputs.size(), tokens, sequences.size(), path.c_str());
+                 inputs.size(), tokens, sequences.size(), path.c_str());
   return 0;
 }
 

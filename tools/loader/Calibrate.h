@@ -1,0 +1,41 @@
+//===- Calibrate.h - measure a probed build's matrix product inputs -------===//
+//
+// What spark-compile --calib measures (in its own process) and spark-fidelity
+// --ranges-out writes: every calibration sequence runs through a build with
+// input probes, and each probed product input gets its largest |x|, the
+// clipping range with the least int8 quantization error over the values
+// seen, and each input channel's mean x^2 (its importance for the 4-bit
+// weight search).
+//
+//===----------------------------------------------------------------------===//
+#ifndef SPARK_TOOLS_CALIBRATE_H
+#define SPARK_TOOLS_CALIBRATE_H
+
+#include "ModelLoader.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spark {
+
+/// One probed product input over the calibration sequences.
+struct MeasuredInput {
+  bool seen = false;  // the probe saw it at least once
+  double largest = 0; // the largest |x|
+  double clip = 0;    // the clipping range with the least int8 error
+  std::vector<double> importance; // each input channel's mean x^2
+};
+
+/// Runs every sequence through `run` (a build with input probes) chunk by
+/// chunk, every row's logits computed, and measures each probed product
+/// input (`inputs`, by probe id - num_layers). Returns "" or a message
+/// naming `build`.
+std::string
+measureProductInputs(ModelSession &run, const std::string &build,
+                     const std::vector<std::vector<int32_t>> &sequences,
+                     std::vector<MeasuredInput> &inputs);
+
+} // namespace spark
+
+#endif // SPARK_TOOLS_CALIBRATE_H
