@@ -1,8 +1,10 @@
-//===- ModelLoader.h - shared pieces of spark-run and spark-bench ---------===//
+//===- ModelLoader.h - load a host build in this process ------------------===//
 //
-// spark-bench and spark-fidelity link only the C runtime (not LLVM): they
-// load a host build's shared library with dlopen and its pack with
-// spark_model_open (model_dir.h, shared with the C spark-run).
+// The tools that run builds (spark-bench, spark-fidelity, spark-perplexity,
+// and spark-compile for --calib and --report-fidelity) load a host build's
+// shared library with dlopen and its pack with spark_model_open
+// (model_dir.h, shared with the C spark-run). Calibrate.h and Fidelity.h
+// measure builds loaded this way.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SPARK_TOOLS_MODELLOADER_H

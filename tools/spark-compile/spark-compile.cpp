@@ -14,6 +14,7 @@
 #include "spark/Kernels/DataFiles.h"
 
 #include "Calibrate.h"
+#include "Fidelity.h"
 #include "ModelLoader.h"
 
 #include "mlir/IR/AsmState.h"
@@ -27,7 +28,6 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -346,24 +346,6 @@ Expected<spark::Calibration> readCalibration(StringRef path) {
   return calibration;
 }
 
-/// Runs `args` (args[0] is the program); a failure is an error saying
-/// `what` failed, with the program's output.
-Error runProgram(ArrayRef<StringRef> args, const Twine &what) {
-  std::string message;
-  if (sys::ExecuteAndWait(args[0], args, std::nullopt, {}, 0, 0, &message) != 0)
-    return createStringError(what + " failed" +
-                             (message.empty() ? "" : ": " + message));
-  return Error::success();
-}
-
-/// The path of a tool installed beside this program.
-std::string toolPath(const char *argv0, StringRef name) {
-  std::string self = sys::fs::getMainExecutable(argv0, (void *)&fail);
-  SmallString<256> path(sys::path::parent_path(self));
-  sys::path::append(path, name);
-  return std::string(path);
-}
-
 /// An fp32 build of `checkpoint` into `out` for `buildTarget`
 /// (spark::fp32Build of `like`); an error says `what` failed and why.
 Error compileFp32Build(const spark::Checkpoint &checkpoint,
@@ -466,9 +448,10 @@ Expected<spark::Calibration> runCalibration(const spark::Checkpoint &checkpoint,
 }
 
 /// --report-fidelity: an fp32 reference build next to OUT (removed again),
-/// then spark-fidelity OUT --reference REF --calib FILE, which prints the
-/// table and writes OUT/fidelity.json.
-int reportFidelityOf(const char *argv0, const spark::Checkpoint &checkpoint,
+/// then both builds compared on the --calib sequences in this process, as
+/// spark-fidelity OUT --reference REF --calib FILE does: the table printed,
+/// OUT/fidelity.json written.
+int reportFidelityOf(const spark::Checkpoint &checkpoint,
                      const spark::Build &like) {
   // The reference build goes in a folder of our own beside OUT.
   spark::TemporaryFolder scratch;
@@ -486,13 +469,16 @@ int reportFidelityOf(const char *argv0, const spark::Checkpoint &checkpoint,
                                  /*probeInputs=*/false,
                                  "--report-fidelity: the fp32 reference build"))
     return fail(toString(std::move(e)));
-  std::string fidelityTool = toolPath(argv0, "spark-fidelity");
-  std::vector<StringRef> compare = {fidelityTool,   outputPath, "--reference",
-                                    reference.path, "--calib",  calib};
-  if (quiet)
-    compare.push_back("--quiet");
-  if (Error e = runProgram(compare, "--report-fidelity: spark-fidelity"))
-    return fail(toString(std::move(e)));
+  // Both builds load here and run the sequences (Fidelity.h, what
+  // spark-fidelity does).
+  spark::FidelityRequest request;
+  request.build = outputPath;
+  request.reference = reference.path;
+  request.calib = calib;
+  request.quiet = quiet;
+  request.tool = "fidelity";
+  if (std::string e = spark::reportFidelity(request); !e.empty())
+    return fail("--report-fidelity: " + e);
   return 0;
 }
 
@@ -693,7 +679,7 @@ int main(int argc, char **argv) {
   if (library) {
     if (Error e = spark::compileLibrary(**checkpoint, build, programStart))
       return fail(toString(std::move(e)));
-    return reportFidelity ? reportFidelityOf(argv[0], **checkpoint, build) : 0;
+    return reportFidelity ? reportFidelityOf(**checkpoint, build) : 0;
   }
 
   // The IR and kernel stages, printed to -o (or stdout).
