@@ -9,7 +9,6 @@ namespace spark {
 
 namespace {
 
-
 const Microkernel *microkernelFor(const TargetVariant &variant,
                                   const KernelSpec &spec) {
   static const std::vector<const char *> flags = {"-march=armv8.2-a+dotprod",
@@ -25,10 +24,6 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   if (spec.isInt8Linear(true))
     return &w4a8;
   return nullptr;
-}
-
-void scheduleArm64(KernelAlgorithm &k, const TargetVariant &variant) {
-  scheduleCpuKernel(k, variant.vectorFloats);
 }
 
 } // namespace
@@ -65,7 +60,7 @@ TargetInfo arm64Target() {
   t.emulator = {"qemu-aarch64-static", "-cpu", "max"};
   t.microkernelFor = microkernelFor;
   t.compilesKernel = compilesUnlessMicrokernel(microkernelFor);
-  t.schedule = scheduleArm64;
+  t.schedule = scheduleCpuVariant;
   return t;
 }
 

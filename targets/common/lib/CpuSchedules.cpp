@@ -1,5 +1,6 @@
 //===- CpuSchedules.cpp - schedules shared by the SIMD CPU targets --------===//
 #include "spark/Targets/CpuSchedules.h"
+#include "spark/Targets/Target.h"
 
 using namespace Halide;
 
@@ -179,6 +180,10 @@ void scheduleCpuKernel(KernelAlgorithm &k, int lanes) {
     scheduleAttention(k, lanes);
     break;
   }
+}
+
+void scheduleCpuVariant(KernelAlgorithm &k, const TargetVariant &variant) {
+  scheduleCpuKernel(k, variant.vectorFloats);
 }
 
 } // namespace spark

@@ -18,13 +18,6 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   return nullptr;
 }
 
-// v66 HVX has no floating-point lanes (they came with v68): the f32 kernels
-// run on the scalar core, so they are scheduled without vectorization; the
-// int8 products are where HVX pays (vrmpy microkernels).
-void scheduleHexagon(KernelAlgorithm &k, const TargetVariant &variant) {
-  scheduleCpuKernel(k, variant.vectorFloats);
-}
-
 } // namespace
 
 TargetInfo hexagonTarget() {
@@ -34,6 +27,9 @@ TargetInfo hexagonTarget() {
   TargetVariant hvx;
   hvx.name = "hvx";
   hvx.halide = Target("hexagon-32-noos-hvx_128-hvx_v66-no_runtime");
+  // v66 HVX has no floating-point lanes (they came with v68): the f32 kernels
+  // run on the scalar core, so they are scheduled without vectorization; the
+  // int8 products are where HVX pays (vrmpy microkernels).
   hvx.vectorFloats = 1;
   hvx.cpuCondition = "1";
   hvx.int8Dot = true;
@@ -67,7 +63,7 @@ TargetInfo hexagonTarget() {
   t.emulator = {"qemu-hexagon-static"};
   t.microkernelFor = microkernelFor;
   t.compilesKernel = compilesUnlessMicrokernel(microkernelFor);
-  t.schedule = scheduleHexagon;
+  t.schedule = scheduleCpuVariant;
   return t;
 }
 

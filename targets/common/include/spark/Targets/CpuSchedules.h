@@ -13,7 +13,14 @@
 
 namespace spark {
 
+struct TargetVariant;
+
 void scheduleCpuKernel(KernelAlgorithm &kernel, int lanes);
+
+/// scheduleCpuKernel with the variant's f32 lanes (vectorFloats): the
+/// TargetInfo::schedule of the targets with nothing of their own (arm64,
+/// hexagon).
+void scheduleCpuVariant(KernelAlgorithm &kernel, const TargetVariant &variant);
 
 } // namespace spark
 
