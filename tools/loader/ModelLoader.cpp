@@ -1,6 +1,9 @@
-//===- ModelLoader.cpp - shared pieces of spark-run and spark-bench -------===//
+//===- ModelLoader.cpp - load a host build in this process ---------------===//
 #include "ModelLoader.h"
 #include "model_dir.h"
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -36,16 +39,12 @@ ModelSession::~ModelSession() { spark_session_destroy(session); }
 
 std::string writeFileAtomically(const std::string &path,
                                 const std::string &text) {
-  std::string temporary = path + ".partial";
-  FILE *f = std::fopen(temporary.c_str(), "w");
-  if (!f)
-    return temporary + ": " + std::strerror(errno);
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return path + ": cannot write";
-  }
+  // llvm::writeToOutput: a temporary name beside `path`, renamed into place.
+  if (llvm::Error e = llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
+        os << text;
+        return llvm::Error::success();
+      }))
+    return path + ": cannot write: " + llvm::toString(std::move(e));
   return "";
 }
 

@@ -40,7 +40,8 @@ struct ModelSession {
   ~ModelSession();
 };
 
-/// Writes `text` to `path` through `path`.partial, renamed into place;
+/// Writes `text` to `path` through a temporary name beside it, renamed into
+/// place (llvm::writeToOutput);
 /// returns "" or a message naming the file.
 std::string writeFileAtomically(const std::string &path,
                                 const std::string &text);

@@ -161,28 +161,12 @@ void writeTensorData(raw_ostream &os, const TensorSpec &spec, DType dtype,
 
 Error writeFileAtomically(StringRef path,
                           function_ref<void(raw_ostream &)> write) {
-  std::string temporary = (path + ".partial").str();
-  {
-    std::error_code ec;
-    raw_fd_ostream os(temporary, ec);
-    if (ec)
-      return createStringError(ec, "%s: cannot write: %s",
-                               temporary.c_str(), ec.message().c_str());
-    write(os);
-    os.close();
-    if (os.has_error()) {
-      std::string message = os.error().message();
-      os.clear_error();
-      sys::fs::remove(temporary);
-      return createStringError(inconvertibleErrorCode(), "%s: write failed: %s",
-                               temporary.c_str(), message.c_str());
-    }
-  }
-  if (std::error_code ec = sys::fs::rename(temporary, path)) {
-    sys::fs::remove(temporary);
-    return createStringError(ec, "%s: cannot rename into place: %s",
-                             path.str().c_str(), ec.message().c_str());
-  }
+  // A temporary name beside `path`, renamed into place when complete.
+  if (Error e = writeToOutput(path, [&](raw_ostream &os) {
+        write(os);
+        return Error::success();
+      }))
+    return createStringError(path + ": cannot write: " + toString(std::move(e)));
   return Error::success();
 }
 
