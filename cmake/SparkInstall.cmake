@@ -26,7 +26,7 @@ install(DIRECTORY runtime/include DESTINATION ${SPARK_INSTALL_DATADIR}/runtime)
 install(FILES runtime/lib/runtime.c DESTINATION ${SPARK_INSTALL_DATADIR}/runtime/lib)
 install(FILES tools/spark-run/spark-run.c
         DESTINATION ${SPARK_INSTALL_DATADIR}/tools/spark-run)
-foreach(dir common x86-amx arm64 hexagon)
+foreach(dir common x86 arm64 hexagon)
   install(DIRECTORY targets/${dir}/lib DESTINATION ${SPARK_INSTALL_DATADIR}/targets/${dir}
           FILES_MATCHING PATTERN "*.c" PATTERN "*.h")
 endforeach()

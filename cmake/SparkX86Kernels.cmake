@@ -1,5 +1,5 @@
 # spark_add_x86_kernels(TARGET [AS_MODELS]): compiles the x86 variants'
-# hand-written matrix and attention kernels (targets/x86-amx/lib) into TARGET,
+# hand-written matrix and attention kernels (targets/x86/lib) into TARGET,
 # each with the instruction-set flags spark-compile gives it in model libraries
 # (X86Schedules.cpp), for the tests and benchmarks that call them directly.
 #
@@ -8,7 +8,7 @@
 # compiles them as spark-compile does for a model library (Library.cpp's
 # compileC: clang-22, -std=gnu11 -O2 -fPIC), so that a benchmark measures the
 # code models run.
-set(SPARK_X86_KERNELS ${PROJECT_SOURCE_DIR}/targets/x86-amx/lib)
+set(SPARK_X86_KERNELS ${PROJECT_SOURCE_DIR}/targets/x86/lib)
 
 # spark_compile_as_model(TARGET SOURCE FLAGS...): SOURCE compiled into TARGET
 # as spark-compile compiles it for a model library, with FLAGS.

@@ -7,7 +7,7 @@
 // token (decode) and several (prefill tiles of 3, 4 and 6 tokens and the
 // rest), two row tasks with a partial one, strided inputs and outputs. The
 // sets:
-//   avx2:       targets/x86-amx/lib/avx2_linear.c (every scheme)
+//   avx2:       targets/x86/lib/avx2_linear.c (every scheme)
 //   avx512vnni: int8_linear.c (w8a8, w4a8), w4_linear.c (w4a16, f32 inputs)
 //   avx512vnni_int16: int8_linear.c (w4a16 with bf16/f16 inputs as int16;
 //               also rows that are not a multiple of its 4-row tiles)

@@ -14,7 +14,7 @@
 // a few milliseconds apart is the figure to compare before and after a
 // kernel change; spark-bench's roofline column is the whole model's.
 //
-// A developer's benchmark of the kernels in targets/x86-amx/lib, compiled
+// A developer's benchmark of the kernels in targets/x86/lib, compiled
 // into it as spark-compile compiles them (clang-22, -O2, the same flags);
 // not installed.
 //

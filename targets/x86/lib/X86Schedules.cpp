@@ -376,7 +376,7 @@ TargetInfo x86Target(const std::string &name, const std::string &matrixKernel) {
   t.cc = SPARK_CLANG;
   t.cflags = {"-fPIC"};
   t.exeFlags = {"-static"};
-  t.microkernelDir = dataPath("targets/x86-amx/lib");
+  t.microkernelDir = dataPath("targets/x86/lib");
   t.cpuPrelude = "#include <cpuid.h>\n";
   if (t.matrixTiles()) {
     t.cpuPrelude += kAmxCheck;
