@@ -95,7 +95,7 @@ def main():
         probe = run([os.path.join(BIN, "spark-run"), out, "--prompt-ids", "1", "--n-predict", "1",
                      "--print-dispatch"])
         print(probe.stderr.strip())
-        if "x86" not in probe.stderr:
+        if "x86-amx" not in probe.stderr:
             reason = re.search(r"; (AMX not used: .*)$", probe.stderr.strip())
             print("[SKIP] no AMX: %s" % (reason.group(1) if reason else probe.stderr.strip()))
             return 77
