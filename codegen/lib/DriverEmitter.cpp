@@ -11,6 +11,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -106,6 +107,13 @@ std::pair<int, int> typeOf(const View &v) {
   return {int(type.code()), type.bits()};
 }
 
+/// `value` as an exact C float literal (hexadecimal).
+std::string floatLiteral(float value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%af", double(value));
+  return text;
+}
+
 std::string kernelSymbol(const KernelSpec &k, StringRef variant) {
   return "spark_" + k.name() + "_" + variant.str();
 }
@@ -115,7 +123,9 @@ std::string prototype(const Step &step) {
   std::string args;
   for (const Step::Arg &a : step.args)
     args += std::string(args.empty() ? "" : ", ") +
-            (a.scalar ? a.type : std::string("halide_buffer_t *"));
+            (a.kind == Step::Arg::Kind::Float ? "float"
+             : a.scalar()                     ? "int32_t"
+                                              : "halide_buffer_t *");
   return args;
 }
 
@@ -219,8 +229,12 @@ public:
     for (size_t i = 0; i < step.args.size(); ++i) {
       const Step::Arg &a = step.args[i];
       os << (i ? ",\n        " : "") << (i ? indent : "");
-      if (a.scalar)
-        os << a.expr;
+      if (a.kind == Step::Arg::Kind::Position)
+        os << "pos0";
+      else if (a.kind == Step::Arg::Kind::CachedRows)
+        os << formatv("(pos0 < {0} ? pos0 : {0})", a.bound);
+      else if (a.kind == Step::Arg::Kind::Float)
+        os << floatLiteral(a.value);
       else
         viewExpr(a.view, int(i), rows, first);
     }
@@ -501,9 +515,8 @@ public:
         plan.config.vocabSize, plan.config.hiddenSize, plan.config.numLayers,
         plan.options.maxContext, plan.options.maxChunk,
         uint64_t(plan.arenaFloats) * 4, plan.tensors.size(), plan.caches.size(),
-        (plan.options.maxChunk + kPrefillRowMultiple - 1) /
-            kPrefillRowMultiple * kPrefillRowMultiple,
-        plan.steps.size(), plan.options.entryPoint);
+        prefillRows(plan.options.maxChunk), plan.steps.size(),
+        plan.options.entryPoint);
   }
 
 private:
@@ -619,7 +632,7 @@ static uint64_t decodeWeightBytes(const ModelPlan &plan) {
     if (kind == KernelKind::Embed || kind == KernelKind::Rope)
       continue;
     for (const Step::Arg &a : s.args)
-      if (!a.scalar && a.view.base == View::Base::Weight)
+      if (!a.scalar() && a.view.base == View::Base::Weight)
         read.insert(a.view.index);
   }
   uint64_t bytes = 0;

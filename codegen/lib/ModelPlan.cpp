@@ -14,7 +14,6 @@
 
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <map>
 
 #if defined(__SSE__)
@@ -874,19 +873,13 @@ static Step::Arg viewArg(View v) {
   return a;
 }
 
-static Step::Arg scalarArg(std::string expr, std::string type = "int32_t") {
+static Step::Arg scalarArg(Step::Arg::Kind kind, int64_t bound = 0,
+                           float value = 0.0f) {
   Step::Arg a;
-  a.scalar = true;
-  a.expr = std::move(expr);
-  a.type = std::move(type);
+  a.kind = kind;
+  a.bound = bound;
+  a.value = value;
   return a;
-}
-
-/// `value` as an exact C float literal (hexadecimal).
-static std::string floatLiteral(float value) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%af", double(value));
-  return text;
 }
 
 llvm::Error Planner::lower(Operation *op) {
@@ -984,9 +977,9 @@ llvm::Error Planner::lower(Operation *op) {
     }
     if (spec.inputBits == 8) { // the static input scale, or 0: per token
       auto scale = op->getAttrOfType<FloatAttr>("input_scale");
-      step.args.push_back(scalarArg(
-          floatLiteral(scale ? float(scale.getValueAsDouble()) : 0.0f),
-          "float"));
+      step.args.push_back(
+          scalarArg(Step::Arg::Kind::Float, 0,
+                    scale ? float(scale.getValueAsDouble()) : 0.0f));
     }
     if (isa<LogitsOp>(op)) {
       step.headRows = true;
@@ -1029,7 +1022,7 @@ llvm::Error Planner::lower(Operation *op) {
     step.args = {input(rope.getInput())};
     for (int tensor : ropeTables(table))
       step.args.push_back(viewArg(weightView(tensor)));
-    step.args.push_back(scalarArg("pos0"));
+    step.args.push_back(scalarArg(Step::Arg::Kind::Position));
     step.args.push_back(output(rope.getResult()));
   } else if (auto attn = dyn_cast<AttentionOp>(op)) {
     int kc, vc;
@@ -1066,9 +1059,8 @@ llvm::Error Planner::lower(Operation *op) {
                  cacheView(vc)};
     if (spec.gated)
       step.args.push_back(input(attn.getGate()));
-    step.args.push_back(scalarArg("pos0"));
-    step.args.push_back(scalarArg(
-        llvm::formatv("(pos0 < {0} ? pos0 : {0})", spec.slots).str()));
+    step.args.push_back(scalarArg(Step::Arg::Kind::Position));
+    step.args.push_back(scalarArg(Step::Arg::Kind::CachedRows, spec.slots));
     step.args.push_back(output(attn.getResult(), {hd, spec.heads}));
   } else if (auto write = dyn_cast<KVWriteOp>(op)) {
     int cache;
@@ -1220,8 +1212,8 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
   if (!arenaBytes || !arenaRows)
     return error(module,
                  "the module has no spark.arena (run spark-plan-memory)");
-  // Prefill matrix kernels round the rows up to kPrefillRowMultiple.
-  const int64_t neededRows = options.maxChunk + kPrefillRowMultiple - 1;
+  const int64_t neededRows =
+      spark::arenaRows(options.maxChunk, kPrefillRowMultiple);
   if (arenaRows.getInt() < neededRows)
     return error(module, llvm::formatv("the arena holds {0} rows per value; "
                                        "max chunk {1} needs {2}",

@@ -43,7 +43,7 @@ struct PlanMemory : spark::impl::SparkPlanMemoryBase<PlanMemory> {
                          << int64_t(maxChunk) << " and " << int64_t(rowMultiple);
       return signalPassFailure();
     }
-    const int64_t rows = maxChunk + rowMultiple - 1;
+    const int64_t rows = arenaRows(maxChunk, rowMultiple);
     int64_t arenaBytes = 0;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())

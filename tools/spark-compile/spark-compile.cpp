@@ -1,6 +1,6 @@
 //===- spark-compile.cpp - the compiler driver ----------------------------===//
 //
-// spark-compile CKPT --emit=mlir|opt|halide|asm [-o FILE]
+// spark-compile CKPT --emit=mlir|opt|plan|halide|asm [-o FILE]
 // spark-compile CKPT [--target=host] [--dtype=f32|bf16|f16] -o OUT
 //
 // Toy-style driver: each --emit stage stops the pipeline there and prints
@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "spark/Codegen/Compile.h"
 #include "spark/Codegen/Emit.h"
+#include "spark/Codegen/PlanIR.h"
 #include "spark/Import/Checkpoint.h"
 #include "spark/Kernels/DataFiles.h"
 
@@ -35,7 +36,15 @@ using namespace llvm;
 
 namespace {
 
-enum class EmitStage { MLIR, Optimized, Halide, Assembly, Library, Executable };
+enum class EmitStage {
+  MLIR,
+  Optimized,
+  Plan,
+  Halide,
+  Assembly,
+  Library,
+  Executable
+};
 
 cl::OptionCategory category("spark-compile options");
 
@@ -49,6 +58,10 @@ cl::opt<EmitStage> emit(
                           "the imported spark IR (one decoder step)"),
                clEnumValN(EmitStage::Optimized, "opt",
                           "the spark IR after the compiler's passes"),
+               clEnumValN(EmitStage::Plan, "plan",
+                          "the kernel plan (spark_kernel IR): the distinct "
+                          "kernels, pack tensors, caches and one step's "
+                          "calls"),
                clEnumValN(EmitStage::Halide, "halide",
                           "every kernel's lowered Halide statements"),
                clEnumValN(EmitStage::Assembly, "asm",
@@ -602,7 +615,7 @@ int main(int argc, char **argv) {
   if (target == "s25" && !library)
     return fail(
         "--target=s25 builds a bundle of libraries; --emit=" +
-        std::string(emit == EmitStage::MLIR ? "mlir" : "opt/halide/asm") +
+        std::string(emit == EmitStage::MLIR ? "mlir" : "opt/plan/halide/asm") +
         " applies to one target (arm64 or hexagon)");
   if (reportFidelity && target == "s25")
     return fail("--report-fidelity runs the build here; --target=s25 does not "
@@ -717,6 +730,16 @@ int main(int argc, char **argv) {
       spark::planModel(*module, **checkpoint, spark::buildOptions(build));
   if (!plan)
     return fail(toString(plan.takeError()));
+  if (emit == EmitStage::Plan) {
+    Expected<mlir::OwningOpRef<mlir::ModuleOp>> planIR =
+        spark::planToIR(*plan, context);
+    if (!planIR)
+      return fail(toString(planIR.takeError()));
+    return writeText([&](raw_ostream &os) {
+      (*planIR)->print(os);
+      return Error::success();
+    });
+  }
   spark::TemporaryFolder scratch;
   SmallString<128> created;
   if (std::error_code ec =

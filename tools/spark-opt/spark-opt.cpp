@@ -3,6 +3,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "spark/Dialect/KernelOps.h"
 #include "spark/Dialect/SparkDialect.h"
 #include "spark/Passes/Passes.h"
 
@@ -25,7 +26,8 @@ int main(int argc, char **argv) {
   spark::registerSparkPasses();
 
   mlir::DialectRegistry registry;
-  registry.insert<spark::SparkDialect, mlir::func::FuncDialect>();
+  registry.insert<spark::SparkDialect, spark::kernel::KernelDialect,
+                  mlir::arith::ArithDialect, mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "spark optimizer driver\n", registry));
 }

@@ -12,6 +12,7 @@
 
 #include "spark/Import/Checkpoint.h"
 #include "spark/Kernels/Kernels.h"
+#include "spark/Passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
@@ -24,11 +25,6 @@
 namespace spark {
 
 class PackReader;
-
-/// Matrix kernels for more than one token work on a multiple of this many
-/// rows (the AMX tiles cover 8 tokens); arena values and the logits buffer
-/// have room for the rounding.
-constexpr int64_t kPrefillRowMultiple = 8;
 
 struct BuildOptions {
   std::string target = "host";
@@ -131,10 +127,14 @@ struct Step {
   // Call: kernel (and, for matrix kernels, the one used when rows == 1).
   int kernel = -1, decodeKernel = -1;
   struct Arg {
-    bool scalar = false;
-    std::string expr;             // C expression of a scalar argument
-    std::string type = "int32_t"; // C type of a scalar argument
+    /// A view, or a scalar: the first row's position (pos0, int32), the
+    /// rows the cache holds before the step (min(pos0, bound), int32), or a
+    /// float constant.
+    enum class Kind { View, Position, CachedRows, Float } kind = Kind::View;
+    int64_t bound = 0;  // CachedRows
+    float value = 0.0f; // Float
     View view;
+    bool scalar() const { return kind != Kind::View; }
   };
   std::vector<Arg> args; // in the kernel's argument order, output last
   bool headRows = false; // runs on the rows whose logits are wanted

@@ -10,6 +10,25 @@
 
 namespace spark {
 
+/// Matrix kernels for more than one token work on a multiple of this many
+/// rows (the AMX tiles cover 8 tokens): spark-plan-memory's default
+/// row-multiple, so arena values and the logits buffer have room for the
+/// rounding.
+constexpr int64_t kPrefillRowMultiple = 8;
+
+/// The rows a prefill matrix kernel runs for `rows` rows.
+constexpr int64_t prefillRows(int64_t rows) {
+  return (rows + kPrefillRowMultiple - 1) / kPrefillRowMultiple *
+         kPrefillRowMultiple;
+}
+
+/// The rows every arena value holds for chunks of at most `maxChunk`
+/// tokens: a call on rows [first, first + n), first + n <= maxChunk, may
+/// run prefillRows(n) of them.
+constexpr int64_t arenaRows(int64_t maxChunk, int64_t rowMultiple) {
+  return maxChunk + rowMultiple - 1;
+}
+
 #define GEN_PASS_DECL
 #include "spark/Passes/Passes.h.inc"
 

@@ -229,8 +229,9 @@ def SparkPlanMemory : Pass<"spark-plan-memory", "mlir::ModuleOp"> {
   let options = [
     Option<"maxChunk", "max-chunk", "int64_t", /*default=*/"64",
            "Most tokens one step evaluates">,
-    Option<"rowMultiple", "row-multiple", "int64_t", /*default=*/"4",
-           "Row granularity of the matrix kernels">
+    Option<"rowMultiple", "row-multiple", "int64_t",
+           /*default=*/"::spark::kPrefillRowMultiple",
+           "Row granularity of the matrix kernels (8)">
   ];
   let dependentDialects = ["spark::SparkDialect"];
 }
