@@ -46,8 +46,8 @@ Error buildRuntimeLibrary(const TargetInfo &target, StringRef dir) {
   if (sys::ExecuteAndWait(target.cc, args, std::nullopt, {}, 0, 0, &message))
     return createStringError(inconvertibleErrorCode(),
                              "compiling the runtime for %s failed%s%s",
-                             target.name.c_str(), message.empty() ? "" : ": ",
-                             message.c_str());
+                             targetKindName(target.kind).data(),
+                             message.empty() ? "" : ": ", message.c_str());
   Expected<NewArchiveMember> member =
       NewArchiveMember::getFile(object, /*Deterministic=*/true);
   if (!member)

@@ -172,12 +172,12 @@ Error writeFile(const std::string &path, StringRef text) {
 
 } // namespace
 
-Build spark::fp32Build(const Build &like, StringRef out, StringRef target,
+Build spark::fp32Build(const Build &like, StringRef out, TargetKind target,
                        bool probeInputs) {
   Build build;
   build.out = out.str();
-  build.options.target = target.str();
-  build.options.activations.clear(); // none: no quantized products
+  build.options.target = target;
+  build.options.activations = Activations::None; // no quantized products
   build.options.maxContext = like.options.maxContext;
   build.options.maxChunk = like.options.maxChunk;
   build.fusion = like.fusion;
@@ -273,10 +273,10 @@ mlir::LogicalResult spark::runPasses(mlir::MLIRContext &context,
   auto pm = pipeline();
   if (!pm)
     return mlir::failure();
-  if (build.options.quant != "none") {
+  if (build.options.quant != QuantScheme::None) {
     SparkQuantizeWeightsOptions quantize;
-    quantize.scheme = build.options.quant;
-    quantize.activations = build.options.activations;
+    quantize.scheme = quantSchemeName(build.options.quant).str();
+    quantize.activations = activationsName(build.options.activations).str();
     quantize.groupSize = build.options.groupSize;
     quantize.activationBlock = build.activationBlock;
     quantize.recipe.assign(build.options.quantRecipe.begin(),
@@ -396,19 +396,20 @@ Error spark::buildS25Bundle(const Checkpoint &checkpoint, const Build &build) {
   json::Object parts;
   // The two parts store the same quantized weights (both row-major, the
   // same options): the hexagon part copies the arm64 part's.
-  for (const char *sub : {"arm64", "hexagon"}) {
+  for (TargetKind kind : {TargetKind::Arm64, TargetKind::Hexagon}) {
+    const StringRef sub = targetKindName(kind);
     if (!quiet)
       errs() << "s25: building the " << sub << " part\n";
     Build part = build;
-    part.options.target = sub;
+    part.options.target = kind;
     part.out = folder.file(sub);
-    if (StringRef(sub) == "hexagon")
+    if (kind == TargetKind::Hexagon)
       part.options.weightsFrom = folder.file("arm64/model.spkw");
     if (Error e = compileLibrary(checkpoint, part))
       return error(Twine("--target=s25: the ") + sub +
                    " part: " + toString(std::move(e)));
   }
-  Expected<TargetInfo> arm64 = targetFor("arm64");
+  Expected<TargetInfo> arm64 = targetFor(TargetKind::Arm64);
   if (!arm64)
     return arm64.takeError();
   if (!quiet)

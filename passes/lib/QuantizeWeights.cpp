@@ -6,6 +6,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/GlobPattern.h"
 
+#include <iterator>
+
 namespace spark {
 #define GEN_PASS_DEF_SPARKQUANTIZEWEIGHTS
 #include "spark/Passes/Passes.h.inc"
@@ -73,20 +75,24 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    const bool fourBitScheme = scheme == "w4a16" || scheme == "w4a8";
-    const bool int8Inputs = scheme == "w8a8" || scheme == "w4a8";
-    if (scheme != "w8a16" && scheme != "w8a8" && !fourBitScheme) {
+    std::optional<QuantScheme> parsed = parseQuantScheme(scheme);
+    if (!parsed || *parsed == QuantScheme::None) {
       module.emitError() << "spark-quantize-weights: unknown scheme '" << scheme
                          << "'; expected w8a16, w8a8, w4a16 or w4a8";
       return signalPassFailure();
     }
+    const bool fourBitScheme = hasFourBitWeights(*parsed);
+    const bool int8Inputs = hasInt8Inputs(*parsed);
     // int8-input schemes: dynamic or static scales; 16-bit ones: the type.
     std::string inputs = activations.empty()
                              ? std::string(int8Inputs ? "dynamic" : "f32")
                              : std::string(activations);
-    const bool known = int8Inputs
-                           ? inputs == "dynamic" || inputs == "static"
-                           : inputs == "f32" || inputs == "bf16" || inputs == "f16";
+    const std::optional<Activations> kind = parseActivations(inputs);
+    const bool known = kind && (int8Inputs ? *kind == Activations::Dynamic ||
+                                                 *kind == Activations::Static
+                                           : *kind == Activations::F32 ||
+                                                 *kind == Activations::BF16 ||
+                                                 *kind == Activations::F16);
     if (!known) {
       module.emitError() << "spark-quantize-weights: activations '" << inputs
                          << "' does not apply to " << scheme << "; expected "
@@ -100,9 +106,10 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
                          << " is not supported; expected 32, 64, 128 or 256";
       return signalPassFailure();
     }
-    if (activationBlock && (!int8Inputs || inputs == "static" ||
-                            (activationBlock != 32 && activationBlock != 64 &&
-                             activationBlock != 128 && activationBlock != 256))) {
+    if (activationBlock &&
+        (!int8Inputs || *kind == Activations::Static ||
+         (activationBlock != 32 && activationBlock != 64 &&
+          activationBlock != 128 && activationBlock != 256))) {
       module.emitError()
           << "spark-quantize-weights: activation-block "
           << int64_t(activationBlock)
@@ -190,10 +197,10 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
     });
     // w8a16 / w4a16: the inputs rounded to bf16 or f16 (or left f32).
     if (!int8Inputs) {
-      if (inputs == "f32")
+      if (*kind == Activations::F32)
         return;
-      Type type = inputs == "bf16" ? Type(BFloat16Type::get(context))
-                                   : Type(Float16Type::get(context));
+      Type type = *kind == Activations::BF16 ? Type(BFloat16Type::get(context))
+                                             : Type(Float16Type::get(context));
       for (Operation *op : products)
         op->setAttr("input_type", TypeAttr::get(type));
       return;
@@ -208,7 +215,7 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
                           ? int64_t(activationBlock)
                           : 0;
       op->setAttr("input_quant", QuantAttr::get(context, 8, block, true));
-      if (inputs != "static")
+      if (*kind != Activations::Static)
         continue;
       auto range = op->getAttrOfType<FloatAttr>("input_range");
       if (!range) {
@@ -225,7 +232,34 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
   }
 };
 
+constexpr const char *kSchemeNames[] = {"none", "w8a16", "w8a8", "w4a16",
+                                        "w4a8"};
+constexpr const char *kActivationNames[] = {"",    "f32",     "bf16",
+                                            "f16", "dynamic", "static"};
+
 } // namespace
+
+std::optional<QuantScheme> spark::parseQuantScheme(llvm::StringRef name) {
+  for (size_t i = 0; i < std::size(kSchemeNames); ++i)
+    if (name == kSchemeNames[i])
+      return QuantScheme(i);
+  return std::nullopt;
+}
+
+llvm::StringRef spark::quantSchemeName(QuantScheme scheme) {
+  return kSchemeNames[size_t(scheme)];
+}
+
+std::optional<Activations> spark::parseActivations(llvm::StringRef name) {
+  for (size_t i = 1; i < std::size(kActivationNames); ++i)
+    if (name == kActivationNames[i])
+      return Activations(i);
+  return std::nullopt;
+}
+
+llvm::StringRef spark::activationsName(Activations activations) {
+  return kActivationNames[size_t(activations)];
+}
 
 llvm::Error spark::attachInputRanges(ModuleOp module,
                                      const llvm::StringMap<float> &ranges) {

@@ -284,19 +284,25 @@ bool readImportance(const json::Value &value, std::vector<float> &out) {
   return true;
 }
 
+/// --target, --quant, --activations and --amx-kernel, parsed by main.
+spark::TargetKind targetKind = spark::TargetKind::Host;
+spark::QuantScheme scheme = spark::QuantScheme::None;
+spark::Activations activationKind = spark::Activations::None;
+spark::AmxKernel amxKernelKind = spark::AmxKernel::Tiles;
+
 /// The build the command line asks for (its options checked by main).
 spark::Build commandLineBuild(std::string reproduce) {
   spark::Build build;
   build.out = outputPath;
-  build.options.target = target;
+  build.options.target = targetKind;
   build.options.dtype = dtype;
-  build.options.quant = quant;
-  build.options.activations = activations;
+  build.options.quant = scheme;
+  build.options.activations = activationKind;
   build.options.groupSize = groupSize;
   build.activationBlock = activationBlock;
   build.options.quantRecipe = recipeRules;
   build.kvCache = kvCache;
-  build.options.amxKernel = amxKernel;
+  build.options.amxKernel = amxKernelKind;
   build.options.entryPoint = entryPoint;
   SmallVector<StringRef> flags;
   StringRef(extraCFlags).split(flags, ' ', -1, /*KeepEmpty=*/false);
@@ -363,7 +369,7 @@ Expected<spark::Calibration> readCalibration(StringRef path) {
 /// (spark::fp32Build of `like`); an error says `what` failed and why.
 Error compileFp32Build(const spark::Checkpoint &checkpoint,
                        const spark::Build &like, StringRef out,
-                       StringRef buildTarget, bool probeInputs,
+                       spark::TargetKind buildTarget, bool probeInputs,
                        const Twine &what) {
   if (Error e = spark::compileLibrary(
           checkpoint, spark::fp32Build(like, out, buildTarget, probeInputs)))
@@ -388,7 +394,7 @@ Expected<spark::Calibration> runCalibration(const spark::Checkpoint &checkpoint,
   if (!quiet)
     errs() << "calibration: compiling the fp32 build with input probes\n";
   if (Error e =
-          compileFp32Build(checkpoint, like, build, "host",
+          compileFp32Build(checkpoint, like, build, spark::TargetKind::Host,
                            /*probeInputs=*/true, "calibration: the fp32 build"))
     return e;
   if (!quiet)
@@ -478,7 +484,7 @@ int reportFidelityOf(const spark::Checkpoint &checkpoint,
   reference.path = scratch.path + "/fp32";
   if (!quiet)
     errs() << "fidelity: compiling the fp32 reference build\n";
-  if (Error e = compileFp32Build(checkpoint, like, reference.path, target,
+  if (Error e = compileFp32Build(checkpoint, like, reference.path, targetKind,
                                  /*probeInputs=*/false,
                                  "--report-fidelity: the fp32 reference build"))
     return fail(toString(std::move(e)));
@@ -539,12 +545,15 @@ int main(int argc, char **argv) {
   if (maxChunk < 1 || maxChunk > maxContext)
     return fail("--max-chunk must be between 1 and --max-context (" +
                 Twine(maxContext) + "), got " + Twine(maxChunk));
-  if (quant != "none" && quant != "w8a16" && quant != "w8a8" &&
-      quant != "w4a16" && quant != "w4a8")
+  if (std::optional<spark::QuantScheme> parsed = spark::parseQuantScheme(quant))
+    scheme = *parsed;
+  else
     return fail("--quant=" + quant +
                 " is not known; expected none, w8a16, "
                 "w8a8, w4a16 or w4a8");
-  if ((!quantRecipe.empty() || !quantOverride.empty()) && quant == "none")
+  const bool quantized = scheme != spark::QuantScheme::None;
+  const bool int8Activations = spark::hasInt8Inputs(scheme);
+  if ((!quantRecipe.empty() || !quantOverride.empty()) && !quantized)
     return fail("--quant-recipe and --quant-override refine a quantization "
                 "scheme; give --quant=w8a16, w8a8, w4a16 or w4a8");
   if (!quantRecipe.empty()) {
@@ -567,7 +576,7 @@ int main(int argc, char **argv) {
   }
   for (const std::string &rule : quantOverride)
     recipeRules.push_back(rule);
-  if (activationBlock && quant != "w8a8" && quant != "w4a8")
+  if (activationBlock && !int8Activations)
     return fail("--activation-block applies to int8 activations (--quant=w8a8 "
                 "or w4a8), not --quant=" +
                 quant);
@@ -575,7 +584,7 @@ int main(int argc, char **argv) {
       activationBlock != 128 && activationBlock != 256)
     return fail("--activation-block=" + Twine(activationBlock) +
                 " is not supported; expected 32, 64, 128 or 256");
-  if (groupSize.getNumOccurrences() && quant != "w4a16" && quant != "w4a8")
+  if (groupSize.getNumOccurrences() && !spark::hasFourBitWeights(scheme))
     return fail("--group-size applies to the 4-bit schemes (--quant=w4a16 or "
                 "w4a8), not --quant=" +
                 quant);
@@ -583,12 +592,21 @@ int main(int argc, char **argv) {
       groupSize != 256)
     return fail("--group-size=" + Twine(groupSize) +
                 " is not supported; expected 32, 64, 128 or 256");
-  if (amxKernel != "tiles" && amxKernel != "halide")
+  if (std::optional<spark::AmxKernel> parsed = spark::parseAmxKernel(amxKernel))
+    amxKernelKind = *parsed;
+  else
     return fail("--amx-kernel=" + amxKernel +
                 " is not known; expected tiles "
                 "or halide");
-  if (target != "s25")
-    if (Expected<spark::TargetInfo> info = spark::targetFor(target, amxKernel);
+  if (std::optional<spark::TargetKind> parsed = spark::parseTargetKind(target))
+    targetKind = *parsed;
+  else
+    return fail("--target=" + target + " is not supported yet; expected " +
+                spark::knownTargets());
+  const bool bundle = targetKind == spark::TargetKind::S25;
+  if (!bundle)
+    if (Expected<spark::TargetInfo> info =
+            spark::targetFor(targetKind, amxKernelKind);
         !info)
       return fail(toString(info.takeError()));
   const bool library =
@@ -612,15 +630,15 @@ int main(int argc, char **argv) {
                 "both builds are compared on");
   if (reportFidelity && !library)
     return fail("--report-fidelity applies to --emit=lib only");
-  if (target == "s25" && !library)
+  if (bundle && !library)
     return fail(
         "--target=s25 builds a bundle of libraries; --emit=" +
         std::string(emit == EmitStage::MLIR ? "mlir" : "opt/plan/halide/asm") +
         " applies to one target (arm64 or hexagon)");
-  if (reportFidelity && target == "s25")
+  if (reportFidelity && bundle)
     return fail("--report-fidelity runs the build here; --target=s25 does not "
                 "run on this machine");
-  if (reportFidelity && !spark::targetFor(target, amxKernel)->native)
+  if (reportFidelity && !spark::targetFor(targetKind, amxKernelKind)->native)
     return fail("--report-fidelity runs the build here; --target=" + target +
                 " does not run on this machine");
   if (!calib.empty()) {
@@ -640,29 +658,34 @@ int main(int argc, char **argv) {
   if (calibrated && emit == EmitStage::MLIR)
     return fail("--calib and --calib-ranges apply to --emit=opt and later: "
                 "the ranges name the products after fusion");
-  const bool int8Activations = quant == "w8a8" || quant == "w4a8";
-  if (quant == "none" && !activations.empty())
+  if (!quantized && !activations.empty())
     return fail("--activations applies to --quant=w8a16, w4a16 (f32, bf16, "
                 "f16) and w8a8, w4a8 (dynamic, static)");
   // int8 activations: dynamic by default, also when calibrated: per-token
   // scales cost one pass over the input and are more faithful than one
   // calibrated scale per product (mini, w8a8: 22.5 dB dynamic, 16.2 dB
   // static). 16-bit activations: bf16 on x86, f16 on arm64 and Hexagon.
-  if (activations.empty() && quant != "none")
-    activations = int8Activations                       ? "dynamic"
-                  : target == "host" || target == "spr" ? "bf16"
-                                                        : "f16";
-  if (int8Activations && activations != "dynamic" && activations != "static")
+  const bool x86 = targetKind == spark::TargetKind::Host ||
+                   targetKind == spark::TargetKind::Spr;
+  if (activations.empty() && quantized)
+    activations = int8Activations ? "dynamic" : x86 ? "bf16" : "f16";
+  if (quantized)
+    activationKind =
+        spark::parseActivations(activations).value_or(spark::Activations::None);
+  const bool int8Kind = activationKind == spark::Activations::Dynamic ||
+                        activationKind == spark::Activations::Static;
+  if (int8Activations && !int8Kind)
     return fail("--activations=" + activations + " does not apply to --quant=" +
                 quant + "; expected dynamic or static (int8 activations)");
-  if ((quant == "w8a16" || quant == "w4a16") && activations != "f32" &&
-      activations != "bf16" && activations != "f16")
+  if (quantized && !int8Activations &&
+      (int8Kind || activationKind == spark::Activations::None))
     return fail("--activations=" + activations + " does not apply to --quant=" +
                 quant + "; expected f32, bf16 or f16 (16-bit activations)");
-  if (activations == "static" && activationBlock)
+  const bool staticActivations = activationKind == spark::Activations::Static;
+  if (staticActivations && activationBlock)
     return fail("--activation-block gives dynamic scales per block; it does "
                 "not combine with --activations=static");
-  if (activations == "static" && !calibrated)
+  if (staticActivations && !calibrated)
     return fail("--activations=static needs calibrated activation ranges: "
                 "give --calib FILE (token ids, one sequence per line) or "
                 "--calib-ranges OUT/calibration.json; spark-compile does not "
@@ -684,7 +707,7 @@ int main(int argc, char **argv) {
   }
   build.calibration = calibration ? &*calibration : nullptr;
 
-  if (target == "s25") {
+  if (bundle) {
     if (Error e = spark::buildS25Bundle(**checkpoint, build))
       return fail(toString(std::move(e)));
     return 0;

@@ -30,7 +30,7 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
 
 TargetInfo arm64Target() {
   TargetInfo t;
-  t.name = "arm64";
+  t.kind = TargetKind::Arm64;
   t.family = "arm64";
   // NEON registers hold 4 floats; the schedules use 8 (two registers) so
   // every reduction keeps two independent accumulator chains.

@@ -3,15 +3,42 @@
 #include "spark/Targets/Hexagon.h"
 #include "spark/Targets/X86.h"
 
+#include <iterator>
+
 namespace spark {
 
 const char *knownTargets() { return "host, spr, arm64, hexagon or s25"; }
 
-llvm::Expected<TargetInfo> targetFor(const std::string &name,
-                                     const std::string &amxKernel) {
-  if (name == "host" || name == "spr")
-    return x86Target(name, amxKernel);
-  if (name == "arm64") {
+static constexpr const char *kTargetNames[] = {"host", "spr", "arm64",
+                                               "hexagon", "s25"};
+static constexpr const char *kAmxKernelNames[] = {"tiles", "halide"};
+
+std::optional<TargetKind> parseTargetKind(llvm::StringRef name) {
+  for (size_t i = 0; i < std::size(kTargetNames); ++i)
+    if (name == kTargetNames[i])
+      return TargetKind(i);
+  return std::nullopt;
+}
+
+llvm::StringRef targetKindName(TargetKind kind) {
+  return kTargetNames[size_t(kind)];
+}
+
+std::optional<AmxKernel> parseAmxKernel(llvm::StringRef name) {
+  for (size_t i = 0; i < std::size(kAmxKernelNames); ++i)
+    if (name == kAmxKernelNames[i])
+      return AmxKernel(i);
+  return std::nullopt;
+}
+
+llvm::StringRef amxKernelName(AmxKernel kernel) {
+  return kAmxKernelNames[size_t(kernel)];
+}
+
+llvm::Expected<TargetInfo> targetFor(TargetKind kind, AmxKernel amxKernel) {
+  if (kind == TargetKind::Host || kind == TargetKind::Spr)
+    return x86Target(kind, amxKernel);
+  if (kind == TargetKind::Arm64) {
     TargetInfo target = arm64Target();
     if (target.cc.empty())
       return llvm::createStringError(
@@ -21,7 +48,7 @@ llvm::Expected<TargetInfo> targetFor(const std::string &name,
           "(apt-get install gcc-aarch64-linux-gnu, then reconfigure)");
     return target;
   }
-  if (name == "hexagon") {
+  if (kind == TargetKind::Hexagon) {
     TargetInfo target = hexagonTarget();
     if (std::string(SPARK_HEXAGON_LD).empty())
       return llvm::createStringError(
@@ -30,9 +57,9 @@ llvm::Expected<TargetInfo> targetFor(const std::string &name,
           "built without (apt-get install lld-22, then reconfigure)");
     return target;
   }
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "--target=%s is not supported yet; expected %s",
-                                 name.c_str(), knownTargets());
+  return llvm::createStringError(
+      "--target=s25 is a bundle of an arm64 and a hexagon library, not one "
+      "target (spark::buildS25Bundle builds it)");
 }
 
 } // namespace spark

@@ -22,7 +22,7 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
 
 TargetInfo hexagonTarget() {
   TargetInfo t;
-  t.name = "hexagon";
+  t.kind = TargetKind::Hexagon;
   t.family = "hexagon";
   TargetVariant hvx;
   hvx.name = "hvx";

@@ -54,10 +54,9 @@ std::vector<TargetVariant> hostVariants() {
   return {bf16, vnni, avx512, avx2};
 }
 
-std::vector<TargetVariant> variants(const std::string &target,
-                                    const std::string &matrixKernel) {
+std::vector<TargetVariant> variants(TargetKind target, AmxKernel amxKernel) {
   std::vector<TargetVariant> variants = hostVariants();
-  if (target != "spr")
+  if (target != TargetKind::Spr)
     return variants;
   // Sapphire Rapids: AMX tiles for bf16 prefill GEMMs. Halide needs plain
   // avx512 next to avx512_sapphirerapids (TOOLCHAIN.md); its mcpu lets LLVM
@@ -73,7 +72,7 @@ std::vector<TargetVariant> variants(const std::string &target,
   amx.cpuCondition = "spark_amx_usable()";
   amx.matrixTiles = true;
   amx.fallback = "avx512bf16";
-  amx.matrixKernel = matrixKernel;
+  amx.amxKernel = amxKernel;
   variants.insert(variants.begin(), amx);
   return variants;
 }
@@ -234,7 +233,8 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
     return avx2MicrokernelFor(spec);
   if (spec.kind == KernelKind::Attention)
     return attentionFits(spec, true) ? &attention : nullptr;
-  const bool tiles = variant.matrixTiles && variant.matrixKernel == "tiles";
+  const bool tiles =
+      variant.matrixTiles && variant.amxKernel == AmxKernel::Tiles;
   // Whole 32-deep tiles, two 16-row A tiles per step.
   if (tiles && isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0)
     return &amxTiles;
@@ -367,11 +367,11 @@ static int spark_amx_usable(void) { return spark_amx_missing() == NULL; }
 
 } // namespace
 
-TargetInfo x86Target(const std::string &name, const std::string &matrixKernel) {
+TargetInfo x86Target(TargetKind kind, AmxKernel amxKernel) {
   TargetInfo t;
-  t.name = name;
+  t.kind = kind;
   t.family = "x86";
-  t.variants = variants(name, matrixKernel);
+  t.variants = variants(kind, amxKernel);
   t.runtime = Target("x86-64-linux-sse41");
   t.cc = SPARK_CLANG;
   t.cflags = {"-fPIC"};

@@ -61,7 +61,7 @@ struct Build {
 /// but the context, chunk, import and fusion options of `like`, quiet (the
 /// reference of --report-fidelity; with `probeInputs`, the measuring build
 /// of --calib).
-Build fp32Build(const Build &like, llvm::StringRef out, llvm::StringRef target,
+Build fp32Build(const Build &like, llvm::StringRef out, TargetKind target,
                 bool probeInputs);
 
 /// The planner's options of `build`: build.options with the calibration's.

@@ -13,6 +13,7 @@
 #include "spark/Import/Checkpoint.h"
 #include "spark/Kernels/Kernels.h"
 #include "spark/Passes/Passes.h"
+#include "spark/Targets/Target.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
@@ -27,20 +28,21 @@ namespace spark {
 class PackReader;
 
 struct BuildOptions {
-  std::string target = "host";
+  TargetKind target = TargetKind::Host;
   DType dtype = DType::F32; // weights of the matrix kernels
   int64_t maxContext = 4096;
   int64_t maxChunk = 64;
   bool quiet = false;
-  std::string amxKernel = "tiles";      // --target=spr: "tiles" or "halide"
-  std::string quant = "none";           // --quant
+  AmxKernel amxKernel = AmxKernel::Tiles; // --target=spr: --amx-kernel
+  QuantScheme quant = QuantScheme::None;  // --quant
   int64_t groupSize = 128;              // --group-size (4-bit schemes)
   std::vector<std::string> quantRecipe; // --quant-recipe / --quant-override
   /// Calibrated importance of each product's input channels (mean x^2), by
   /// the weight it reads: weights the 4-bit group search (--calib).
   std::map<std::string, std::vector<float>> importance;
   bool executable = false;             // --emit=exe: also a static spark-run
-  std::string activations = "dynamic"; // int8 input scales: dynamic, static
+  /// --activations: int8 input scales (dynamic, static) or 16-bit inputs.
+  Activations activations = Activations::Dynamic;
   /// Calibration builds: the layer probe also sees every matrix product's
   /// input (probe ids num_layers + i, ModelPlan::inputProbes[i]).
   bool probeInputs = false;

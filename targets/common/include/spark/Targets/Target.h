@@ -16,10 +16,24 @@
 #include "llvm/Support/Error.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace spark {
+
+/// What --target names. S25 is a bundle of two libraries, an Arm64 and a
+/// Hexagon part; the others are one target each.
+enum class TargetKind { Host, Spr, Arm64, Hexagon, S25 };
+std::optional<TargetKind> parseTargetKind(llvm::StringRef name);
+llvm::StringRef targetKindName(TargetKind kind);
+
+/// --amx-kernel: the AMX prefill of --target=spr runs the hand-written
+/// full-depth microkernel (amx_linear.c) where its shape rules allow
+/// (Tiles), or Halide's lowering (Halide).
+enum class AmxKernel { Tiles, Halide };
+std::optional<AmxKernel> parseAmxKernel(llvm::StringRef name);
+llvm::StringRef amxKernelName(AmxKernel kernel);
 
 /// One ISA level a library carries code for.
 struct TargetVariant {
@@ -31,9 +45,8 @@ struct TargetVariant {
   /// are compiled for it; the others come from `fallback`.
   bool matrixTiles = false;
   std::string fallback;
-  /// AMX variants: "tiles" uses the hand-written full-depth microkernel
-  /// (amx_linear.c) where its shape rules allow, "halide" Halide's lowering.
-  std::string matrixKernel = "tiles";
+  /// AMX variants: which implementation runs the tiles.
+  AmxKernel amxKernel = AmxKernel::Tiles;
   /// AVX512_BF16 variant: bf16 matrix kernels run the vdpbf16ps microkernel
   /// (bf16_linear.c); everything else comes from `fallback`.
   bool bf16Dot = false;
@@ -61,7 +74,7 @@ struct Microkernel {
 };
 
 struct TargetInfo {
-  std::string name;   // the --target value
+  TargetKind kind = TargetKind::Host;
   std::string family; // "x86", "arm64": dispatch names ("x86-avx512") and the
                       // SPARK_<FAMILY>_VARIANT override of the driver
   std::vector<TargetVariant> variants; // best first
@@ -117,10 +130,11 @@ compilesUnlessMicrokernel(const Microkernel *(*microkernelFor)(
       };
 }
 
-/// The target `name` ("host", "spr", "arm64"); `amxKernel` is the
-/// --amx-kernel choice of spr. An unknown name is an error listing the known.
-llvm::Expected<TargetInfo> targetFor(const std::string &name,
-                                     const std::string &amxKernel = "tiles");
+/// The target `kind` (not S25, a bundle of two); `amxKernel` is the
+/// --amx-kernel choice of spr. A target this spark-compile was built without
+/// (no cross compiler or linker) is an error saying what to install.
+llvm::Expected<TargetInfo> targetFor(TargetKind kind,
+                                     AmxKernel amxKernel = AmxKernel::Tiles);
 
 /// The names targetFor() knows, for messages and --help.
 const char *knownTargets();

@@ -15,8 +15,8 @@
 
 namespace spark {
 
-/// `name` is "host" or "spr"; `matrixKernel` the --amx-kernel choice.
-TargetInfo x86Target(const std::string &name, const std::string &matrixKernel);
+/// `kind` is Host or Spr; `amxKernel` the --amx-kernel choice of Spr.
+TargetInfo x86Target(TargetKind kind, AmxKernel amxKernel);
 
 } // namespace spark
 
