@@ -485,38 +485,62 @@ public:
     os << "  return rc;\n}\n\n";
 
     // Tensor and cache tables, and the definition.
+    // Every table and the definition by field name (model_abi.h).
     os << "static const spark_tensor_def tensors[] = {\n";
     for (const PackTensor &t : plan.tensors)
-      os << formatv("    {{\"{0}\", {1}, {2}, {3}ull},\n", t.name,
-                    "SPARK_DTYPE_" + dtypeName(t.dtype).str(),
+      os << formatv("    {{.name = \"{0}\", .dtype = {1}, .layout = {2}, "
+                    ".bytes = {3}ull},\n",
+                    t.name, "SPARK_DTYPE_" + dtypeName(t.dtype).str(),
                     t.layout == 0 ? "SPARK_LAYOUT_ROW_MAJOR"
                                   : "SPARK_LAYOUT_TABLE",
                     t.bytes());
     os << "};\n\nstatic const spark_cache_def caches[] = {\n";
     for (const CacheSpec &c : plan.caches)
-      os << formatv("    {{{0}, SPARK_DTYPE_{4}, {1}, {2}, {3}},\n",
+      os << formatv("    {{.layout = {0}, .dtype = SPARK_DTYPE_{4}, .slots = "
+                    "{1}, .kv_heads = {2}, .head_dim = {3}},\n",
                     c.ring ? "SPARK_CACHE_RING" : "SPARK_CACHE_LINEAR", c.slots,
                     c.kvHeads, c.headDim, dtypeName(c.dtype));
     os << "};\n\n";
     os << "static const spark_call_def calls[] = {\n";
     for (const Step &s : plan.steps)
-      os << formatv("    {{\"{0}\", {1}},\n", callKind(plan, s), s.layer);
+      os << formatv("    {{.kind = \"{0}\", .layer = {1}},\n",
+                    callKind(plan, s), s.layer);
     os << "};\n\n";
-    os << formatv(
-        "static const spark_model_def definition = {{\n"
-        "    SPARK_MODEL_ABI_VERSION, {0}ull, {1}ull, \"{2}\",\n"
-        "    {3}, {4}, {5}, {6}, {7}, {11}, {8}ull,\n"
-        "    {9}, tensors, {10}, caches,\n"
-        "    unsupported_reason, dispatch_name, set_num_threads, step,\n"
-        "    dispatch_reason, set_layer_probe, {12}, calls, set_profile};\n\n"
-        "const spark_model_def *{13}(void) {{\n"
-        "  return &definition;\n}\n",
-        plan.abiHash, plan.configHash, targetKindName(plan.options.target),
-        plan.config.vocabSize, plan.config.hiddenSize, plan.config.numLayers,
-        plan.options.maxContext, plan.options.maxChunk,
-        uint64_t(plan.arenaFloats) * 4, plan.tensors.size(), plan.caches.size(),
-        prefillRows(plan.options.maxChunk), plan.steps.size(),
-        plan.options.entryPoint);
+    os << formatv("static const spark_model_def definition = {{\n"
+                  "    .abi_version = SPARK_MODEL_ABI_VERSION,\n"
+                  "    .abi_hash = {0}ull,\n"
+                  "    .config_hash = {1}ull,\n"
+                  "    .target = \"{2}\",\n"
+                  "    .vocab_size = {3},\n"
+                  "    .hidden_size = {4},\n"
+                  "    .num_layers = {5},\n"
+                  "    .max_context = {6},\n"
+                  "    .max_chunk = {7},\n"
+                  "    .logits_rows = {11},\n"
+                  "    .arena_bytes = {8}ull,\n"
+                  "    .num_tensors = {9},\n"
+                  "    .tensors = tensors,\n"
+                  "    .num_caches = {10},\n"
+                  "    .caches = caches,\n"
+                  "    .unsupported_reason = unsupported_reason,\n"
+                  "    .dispatch_name = dispatch_name,\n"
+                  "    .set_num_threads = set_num_threads,\n"
+                  "    .step = step,\n"
+                  "    .dispatch_reason = dispatch_reason,\n"
+                  "    .set_layer_probe = set_layer_probe,\n"
+                  "    .num_calls = {12},\n"
+                  "    .calls = calls,\n"
+                  "    .set_profile = set_profile,\n"
+                  "};\n\n"
+                  "const spark_model_def *{13}(void) {{\n"
+                  "  return &definition;\n}\n",
+                  plan.abiHash, plan.configHash,
+                  targetKindName(plan.options.target), plan.config.vocabSize,
+                  plan.config.hiddenSize, plan.config.numLayers,
+                  plan.options.maxContext, plan.options.maxChunk,
+                  uint64_t(plan.arenaFloats) * 4, plan.tensors.size(),
+                  plan.caches.size(), prefillRows(plan.options.maxChunk),
+                  plan.steps.size(), plan.options.entryPoint);
   }
 
 private:

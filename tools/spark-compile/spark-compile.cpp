@@ -1,6 +1,6 @@
 //===- spark-compile.cpp - the compiler driver ----------------------------===//
 //
-// spark-compile CKPT --emit=mlir|opt|plan|halide|asm [-o FILE]
+// spark-compile CKPT --emit=mlir|opt|plan|driver|halide|asm [-o FILE]
 // spark-compile CKPT [--target=host] [--dtype=f32|bf16|f16] -o OUT
 //
 // Toy-style driver: each --emit stage stops the pipeline there and prints
@@ -40,6 +40,7 @@ enum class EmitStage {
   MLIR,
   Optimized,
   Plan,
+  Driver,
   Halide,
   Assembly,
   Library,
@@ -62,6 +63,10 @@ cl::opt<EmitStage> emit(
                           "the kernel plan (spark_kernel IR): the distinct "
                           "kernels, pack tensors, caches and one step's "
                           "calls"),
+               clEnumValN(EmitStage::Driver, "driver",
+                          "the generated step driver (C): CPU dispatch, the "
+                          "step's kernel calls, the tables and the "
+                          "spark_model_def"),
                clEnumValN(EmitStage::Halide, "halide",
                           "every kernel's lowered Halide statements"),
                clEnumValN(EmitStage::Assembly, "asm",
@@ -631,10 +636,11 @@ int main(int argc, char **argv) {
   if (reportFidelity && !library)
     return fail("--report-fidelity applies to --emit=lib only");
   if (bundle && !library)
-    return fail(
-        "--target=s25 builds a bundle of libraries; --emit=" +
-        std::string(emit == EmitStage::MLIR ? "mlir" : "opt/plan/halide/asm") +
-        " applies to one target (arm64 or hexagon)");
+    return fail("--target=s25 builds a bundle of libraries; --emit=" +
+                std::string(emit == EmitStage::MLIR
+                                ? "mlir"
+                                : "opt/plan/driver/halide/asm") +
+                " applies to one target (arm64 or hexagon)");
   if (reportFidelity && bundle)
     return fail("--report-fidelity runs the build here; --target=s25 does not "
                 "run on this machine");
@@ -760,6 +766,16 @@ int main(int argc, char **argv) {
       return fail(toString(planIR.takeError()));
     return writeText([&](raw_ostream &os) {
       (*planIR)->print(os);
+      return Error::success();
+    });
+  }
+  if (emit == EmitStage::Driver) {
+    Expected<spark::TargetInfo> info =
+        spark::targetFor(targetKind, amxKernelKind);
+    if (!info)
+      return fail(toString(info.takeError()));
+    return writeText([&](raw_ostream &os) {
+      os << spark::emitDriverSource(*plan, *info);
       return Error::success();
     });
   }
