@@ -597,15 +597,20 @@ const spark_model_def *{6}(void);
       .str();
 }
 
+/// A matrix of the model (embedding, projection, head), not a norm, a table
+/// or a matrix's scales or zero points.
+static bool isMatrix(const PackTensor &t) {
+  return t.layout == 0 && t.shape.size() == 2 &&
+         t.role == PackTensor::Role::Data;
+}
+
 /// Average stored bits per weight of the matrices (embedding, projections,
 /// head): codes plus scales, divided by the parameter count.
 static double bitsPerWeight(const ModelPlan &plan) {
   double bits = 0, parameters = 0;
   for (const PackTensor &t : plan.tensors) {
-    if (t.layout != 0 || t.shape.size() != 2 ||
-        t.name.find(".scales") != std::string::npos ||
-        t.name.find(".zeros") != std::string::npos)
-      continue; // norms, tables; scales and zeros are counted with their matrix
+    if (!isMatrix(t))
+      continue;        // scales and zeros are counted with their matrix
     if (t.group > 0) { // 4-bit codes + an f16 scale (and zero) per group
       double weights = double(t.shape[0]) * double(t.codeCols);
       parameters += weights;
@@ -626,9 +631,7 @@ static double bitsPerWeight(const ModelPlan &plan) {
 static json::Object matrixPrecisions(const ModelPlan &plan) {
   json::Object out;
   for (const PackTensor &t : plan.tensors) {
-    if (t.layout != 0 || t.shape.size() != 2 ||
-        t.name.find(".scales") != std::string::npos ||
-        t.name.find(".zeros") != std::string::npos)
+    if (!isMatrix(t))
       continue;
     std::string precision;
     if (t.group > 0)

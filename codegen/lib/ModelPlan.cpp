@@ -534,10 +534,19 @@ private:
   int addTensor(PackTensor tensor, StringRef symbol);
   /// A tensor stored beside a quantized weight (its scales, zero points).
   struct SideTensor {
-    const char *suffix;
+    PackTensor::Role role;
     DType dtype;
     std::vector<int64_t> shape;
   };
+  /// The pack's name of a quantized tensor's scales or zero points.
+  static std::string sideName(const std::string &tensor,
+                              PackTensor::Role role) {
+    return tensor + (role == PackTensor::Role::Scales ? ".scales" : ".zeros");
+  }
+  /// Where the scales or zero points of a quantized weight are recorded.
+  llvm::StringMap<int> &sideIndex(PackTensor::Role role) {
+    return role == PackTensor::Role::Scales ? scalesIndex : zerosIndex;
+  }
   /// With BuildOptions::weightsFrom: takes the stored codes of `tensor` and
   /// its `sides` (scales first, then zero points) from that pack if it holds
   /// them all with these dtypes and shapes (adding the sides to the plan, as
@@ -631,9 +640,10 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
     tensor.codeCols = cols;
     tensor.group = group;
     tensor.symmetricGroups = symmetric;
-    std::vector<SideTensor> sides = {{".scales", DType::F16, {rows, groups}}};
+    std::vector<SideTensor> sides = {
+        {PackTensor::Role::Scales, DType::F16, {rows, groups}}};
     if (!symmetric) // zero points 8, not stored
-      sides.push_back({".zeros", DType::F16, {rows, groups}});
+      sides.push_back({PackTensor::Role::Zeros, DType::F16, {rows, groups}});
     if (reuseQuantized(tensor, {rows, cols / 2}, DType::U8, sides,
                        symbol.getValue()))
       return addTensor(std::move(tensor), symbol.getValue());
@@ -664,23 +674,23 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
       });
       tensor.releaseValues(block * cols, (end - block) * cols);
     }
-    for (auto [suffix, values] : {std::pair{".scales", &tensor.groupScales},
-                                  {".zeros", &tensor.groupZeros}}) {
+    for (auto [role, values] :
+         {std::pair{PackTensor::Role::Scales, &tensor.groupScales},
+          {PackTensor::Role::Zeros, &tensor.groupZeros}}) {
       if (symmetric && values == &tensor.groupZeros)
         continue; // all 8
       // Half precision: 4 + 2 x 16 / 128 = 4.25 bits per weight. Zero points
       // (0..15) are exact; scales are rounded to f16 here so the codes
       // below are chosen against the scales the kernels will read.
       PackTensor side;
-      side.name = tensor.name + suffix;
+      side.role = role;
+      side.name = sideName(tensor.name, role);
       side.dtype = DType::F16;
       side.shape = std::vector<int64_t>{rows, groups};
       for (float &v : *values)
         v = halfToFloat(floatToHalf(v));
       side.values = *values;
-      (suffix == std::string(".scales") ? scalesIndex
-                                        : zerosIndex)[symbol.getValue()] =
-          int(plan.tensors.size());
+      sideIndex(role)[symbol.getValue()] = int(plan.tensors.size());
       plan.tensors.push_back(std::move(side));
     }
     tensor.shape = std::vector<int64_t>{rows, cols / 2}; // bytes
@@ -689,7 +699,8 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
     tensor.dtype = DType::I8;
     const int64_t rows = tensor.shape[0], cols = tensor.shape.back();
     if (reuseQuantized(tensor, {rows, cols}, DType::I8,
-                       {{".scales", DType::F32, {rows}}}, symbol.getValue()))
+                       {{PackTensor::Role::Scales, DType::F32, {rows}}},
+                       symbol.getValue()))
       return addTensor(std::move(tensor), symbol.getValue());
     tensor.rowScales.resize(rows);
     // The scan streams the checkpoint mapping: release what it read every
@@ -705,7 +716,8 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
       tensor.releaseValues(block * cols, (end - block) * cols);
     }
     PackTensor scales;
-    scales.name = tensor.name + ".scales";
+    scales.role = PackTensor::Role::Scales;
+    scales.name = sideName(tensor.name, scales.role);
     scales.shape = {rows};
     scales.values = tensor.rowScales;
     scalesIndex[symbol.getValue()] = int(plan.tensors.size());
@@ -734,19 +746,20 @@ bool Planner::reuseQuantized(PackTensor &tensor,
   std::vector<PackReader::Stored> found;
   for (size_t i = 0; i < sides.size(); ++i) {
     std::optional<PackReader::Stored> side = plan.weightsFrom->find(
-        tensor.name + sides[i].suffix, sides[i].dtype, sides[i].shape);
+        sideName(tensor.name, sides[i].role), sides[i].dtype, sides[i].shape);
     if (!side)
       return false;
     found.push_back(*side);
   }
   for (size_t i = 0; i < sides.size(); ++i) {
     PackTensor side;
-    side.name = tensor.name + sides[i].suffix;
+    side.role = sides[i].role;
+    side.name = sideName(tensor.name, side.role);
     side.dtype = sides[i].dtype;
     side.shape = sides[i].shape;
     side.stored = found[i].bytes;
     side.storedChecksum = found[i].checksum;
-    (i == 0 ? scalesIndex : zerosIndex)[symbol] = int(plan.tensors.size());
+    sideIndex(side.role)[symbol] = int(plan.tensors.size());
     plan.tensors.push_back(std::move(side));
   }
   tensor.shape.assign(storedShape.begin(), storedShape.end());

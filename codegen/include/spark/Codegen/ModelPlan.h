@@ -63,6 +63,9 @@ struct BuildOptions {
 
 /// One tensor of the weight pack.
 struct PackTensor {
+  /// A tensor of its own, or the scales or zero points of a quantized one
+  /// (named after it: NAME.scales, NAME.zeros).
+  enum class Role { Data, Scales, Zeros } role = Role::Data;
   std::string name;
   DType dtype = DType::F32;
   int layout = 0; // spark_layout
