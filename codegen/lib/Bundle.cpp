@@ -46,7 +46,7 @@ Error buildRuntimeLibrary(const TargetInfo &target, StringRef dir) {
   if (sys::ExecuteAndWait(target.cc, args, std::nullopt, {}, 0, 0, &message))
     return createStringError(inconvertibleErrorCode(),
                              "compiling the runtime for %s failed%s%s",
-                             targetKindName(target.kind).data(),
+                             stringifyTargetKind(target.kind).data(),
                              message.empty() ? "" : ": ", message.c_str());
   Expected<NewArchiveMember> member =
       NewArchiveMember::getFile(object, /*Deterministic=*/true);

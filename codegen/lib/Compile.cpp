@@ -275,8 +275,9 @@ mlir::LogicalResult spark::runPasses(mlir::MLIRContext &context,
     return mlir::failure();
   if (build.options.quant != QuantScheme::None) {
     SparkQuantizeWeightsOptions quantize;
-    quantize.scheme = quantSchemeName(build.options.quant).str();
-    quantize.activations = activationsName(build.options.activations).str();
+    quantize.scheme = stringifyQuantScheme(build.options.quant).str();
+    quantize.activations =
+        stringifyActivations(build.options.activations).str();
     quantize.groupSize = build.options.groupSize;
     quantize.activationBlock = build.activationBlock;
     quantize.recipe.assign(build.options.quantRecipe.begin(),
@@ -397,7 +398,7 @@ Error spark::buildS25Bundle(const Checkpoint &checkpoint, const Build &build) {
   // The two parts store the same quantized weights (both row-major, the
   // same options): the hexagon part copies the arm64 part's.
   for (TargetKind kind : {TargetKind::Arm64, TargetKind::Hexagon}) {
-    const StringRef sub = targetKindName(kind);
+    const StringRef sub = stringifyTargetKind(kind);
     if (!quiet)
       errs() << "s25: building the " << sub << " part\n";
     Build part = build;

@@ -379,7 +379,8 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
   // statically with the model.
   if (executable) {
     if (!plan.options.quiet)
-      errs() << "linking spark-run for " << targetKindName(target.kind) << "\n";
+      errs() << "linking spark-run for " << stringifyTargetKind(target.kind)
+             << "\n";
     std::string runnerObject = join(objDir, "spark_run.o");
     std::string runtimeObject = join(objDir, "spark_runtime.o");
     std::vector<std::string> runnerFlags = userCFlags(plan.options);

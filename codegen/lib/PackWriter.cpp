@@ -115,7 +115,7 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
   header.header_bytes = sizeof(header);
   header.abi_hash = plan.abiHash;
   header.config_hash = plan.configHash;
-  std::strncpy(header.target, targetKindName(plan.options.target).data(),
+  std::strncpy(header.target, stringifyTargetKind(plan.options.target).data(),
                sizeof(header.target) - 1);
   header.tensor_count = table.size();
   header.table_offset = sizeof(header);

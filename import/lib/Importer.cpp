@@ -157,8 +157,10 @@ OwningOpRef<ModuleOp> ModuleBuilder::build() {
                 kv = config.numKVHeads * config.headDim;
   SmallVector<Value> caches;
   for (auto [i, layer] : llvm::enumerate(ckpt.layers())) {
-    Location loc = NameLoc::get(
-        builder.getStringAttr(llvm::formatv("model.layers.{0}", i).str()));
+    Location loc = FusedLoc::get(
+        {NameLoc::get(
+            builder.getStringAttr(llvm::formatv("model.layers.{0}", i).str()))},
+        LayerAttr::get(builder.getContext(), int64_t(i)), builder.getContext());
     LayerType type = config.layerTypes[i];
     Value kCache = body->getArgument(2 + 2 * i),
           vCache = body->getArgument(3 + 2 * i);

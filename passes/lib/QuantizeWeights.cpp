@@ -6,8 +6,6 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/GlobPattern.h"
 
-#include <iterator>
-
 namespace spark {
 #define GEN_PASS_DEF_SPARKQUANTIZEWEIGHTS
 #include "spark/Passes/Passes.h.inc"
@@ -75,7 +73,7 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::optional<QuantScheme> parsed = parseQuantScheme(scheme);
+    std::optional<QuantScheme> parsed = symbolizeQuantScheme(scheme);
     if (!parsed || *parsed == QuantScheme::None) {
       module.emitError() << "spark-quantize-weights: unknown scheme '" << scheme
                          << "'; expected w8a16, w8a8, w4a16 or w4a8";
@@ -87,7 +85,7 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
     std::string inputs = activations.empty()
                              ? std::string(int8Inputs ? "dynamic" : "f32")
                              : std::string(activations);
-    const std::optional<Activations> kind = parseActivations(inputs);
+    const std::optional<Activations> kind = symbolizeActivations(inputs);
     const bool known = kind && (int8Inputs ? *kind == Activations::Dynamic ||
                                                  *kind == Activations::Static
                                            : *kind == Activations::F32 ||
@@ -232,34 +230,7 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
   }
 };
 
-constexpr const char *kSchemeNames[] = {"none", "w8a16", "w8a8", "w4a16",
-                                        "w4a8"};
-constexpr const char *kActivationNames[] = {"",    "f32",     "bf16",
-                                            "f16", "dynamic", "static"};
-
 } // namespace
-
-std::optional<QuantScheme> spark::parseQuantScheme(llvm::StringRef name) {
-  for (size_t i = 0; i < std::size(kSchemeNames); ++i)
-    if (name == kSchemeNames[i])
-      return QuantScheme(i);
-  return std::nullopt;
-}
-
-llvm::StringRef spark::quantSchemeName(QuantScheme scheme) {
-  return kSchemeNames[size_t(scheme)];
-}
-
-std::optional<Activations> spark::parseActivations(llvm::StringRef name) {
-  for (size_t i = 1; i < std::size(kActivationNames); ++i)
-    if (name == kActivationNames[i])
-      return Activations(i);
-  return std::nullopt;
-}
-
-llvm::StringRef spark::activationsName(Activations activations) {
-  return kActivationNames[size_t(activations)];
-}
 
 llvm::Error spark::attachInputRanges(ModuleOp module,
                                      const llvm::StringMap<float> &ranges) {

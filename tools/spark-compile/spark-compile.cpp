@@ -550,7 +550,8 @@ int main(int argc, char **argv) {
   if (maxChunk < 1 || maxChunk > maxContext)
     return fail("--max-chunk must be between 1 and --max-context (" +
                 Twine(maxContext) + "), got " + Twine(maxChunk));
-  if (std::optional<spark::QuantScheme> parsed = spark::parseQuantScheme(quant))
+  if (std::optional<spark::QuantScheme> parsed =
+          spark::symbolizeQuantScheme(quant))
     scheme = *parsed;
   else
     return fail("--quant=" + quant +
@@ -597,13 +598,15 @@ int main(int argc, char **argv) {
       groupSize != 256)
     return fail("--group-size=" + Twine(groupSize) +
                 " is not supported; expected 32, 64, 128 or 256");
-  if (std::optional<spark::AmxKernel> parsed = spark::parseAmxKernel(amxKernel))
+  if (std::optional<spark::AmxKernel> parsed =
+          spark::symbolizeAmxKernel(amxKernel))
     amxKernelKind = *parsed;
   else
     return fail("--amx-kernel=" + amxKernel +
                 " is not known; expected tiles "
                 "or halide");
-  if (std::optional<spark::TargetKind> parsed = spark::parseTargetKind(target))
+  if (std::optional<spark::TargetKind> parsed =
+          spark::symbolizeTargetKind(target))
     targetKind = *parsed;
   else
     return fail("--target=" + target + " is not supported yet; expected " +
@@ -676,8 +679,8 @@ int main(int argc, char **argv) {
   if (activations.empty() && quantized)
     activations = int8Activations ? "dynamic" : x86 ? "bf16" : "f16";
   if (quantized)
-    activationKind =
-        spark::parseActivations(activations).value_or(spark::Activations::None);
+    activationKind = spark::symbolizeActivations(activations)
+                         .value_or(spark::Activations::None);
   const bool int8Kind = activationKind == spark::Activations::Dynamic ||
                         activationKind == spark::Activations::Static;
   if (int8Activations && !int8Kind)

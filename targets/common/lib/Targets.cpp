@@ -3,37 +3,9 @@
 #include "spark/Targets/Hexagon.h"
 #include "spark/Targets/X86.h"
 
-#include <iterator>
-
 namespace spark {
 
 const char *knownTargets() { return "host, spr, arm64, hexagon or s25"; }
-
-static constexpr const char *kTargetNames[] = {"host", "spr", "arm64",
-                                               "hexagon", "s25"};
-static constexpr const char *kAmxKernelNames[] = {"tiles", "halide"};
-
-std::optional<TargetKind> parseTargetKind(llvm::StringRef name) {
-  for (size_t i = 0; i < std::size(kTargetNames); ++i)
-    if (name == kTargetNames[i])
-      return TargetKind(i);
-  return std::nullopt;
-}
-
-llvm::StringRef targetKindName(TargetKind kind) {
-  return kTargetNames[size_t(kind)];
-}
-
-std::optional<AmxKernel> parseAmxKernel(llvm::StringRef name) {
-  for (size_t i = 0; i < std::size(kAmxKernelNames); ++i)
-    if (name == kAmxKernelNames[i])
-      return AmxKernel(i);
-  return std::nullopt;
-}
-
-llvm::StringRef amxKernelName(AmxKernel kernel) {
-  return kAmxKernelNames[size_t(kernel)];
-}
 
 llvm::Expected<TargetInfo> targetFor(TargetKind kind, AmxKernel amxKernel) {
   if (kind == TargetKind::Host || kind == TargetKind::Spr)

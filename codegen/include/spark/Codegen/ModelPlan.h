@@ -10,6 +10,7 @@
 #ifndef SPARK_CODEGEN_MODELPLAN_H
 #define SPARK_CODEGEN_MODELPLAN_H
 
+#include "spark/Codegen/Quantize.h"
 #include "spark/Import/Checkpoint.h"
 #include "spark/Kernels/Kernels.h"
 #include "spark/Passes/Passes.h"
@@ -177,38 +178,6 @@ struct ModelPlan {
 llvm::Expected<ModelPlan> planModel(mlir::ModuleOp module,
                                     const Checkpoint &checkpoint,
                                     const BuildOptions &options);
-
-/// The scale of symmetric int8 quantization of one row: max |value| / 127
-/// (1 for an all-zero row), so every value maps to a code in [-127, 127].
-float symmetricInt8Scale(llvm::function_ref<float(int64_t)> value, int64_t n);
-
-/// Asymmetric 4-bit quantization of one group: codes 0..15 with
-/// value ~ (code - zero) * scale, scale and zero f16 values. Searches
-/// shrinkings of the [min, max] range and grids of 14 to 16 steps over it,
-/// each followed by a least-squares refit of scale and zero to its codes,
-/// and keeps the grid with the least squared error, each value's error
-/// weighted by `importance` (the mean square of the input channel it
-/// multiplies, from calibration) when given.
-struct Int4Group {
-  float scale = 1.0f, zero = 0.0f;
-};
-Int4Group searchInt4Group(const float *values, int64_t n,
-                          const float *importance = nullptr);
-Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n,
-                          const float *importance = nullptr);
-/// Symmetric 4-bit quantization of one group: value ~ (code - 8) * scale,
-/// codes 0..15, scale an f16 value; searches shrinkings of max |value| / 7
-/// and grids fitting either side, each refitted, weighted as above.
-Int4Group searchSymmetricInt4Group(const float *values, int64_t n,
-                                   const float *importance = nullptr);
-Int4Group searchSymmetricInt4Group(llvm::function_ref<float(int64_t)> value,
-                                   int64_t n,
-                                   const float *importance = nullptr);
-int quantizeInt4(float value, const Int4Group &g);
-/// Whether the two searches run their eight-lane AVX2 loops (set where the
-/// CPU has AVX2; they give the same grids, bit for bit, as the four-lane
-/// loops). Tests clear it to compare the two.
-bool &int4SearchUsesAvx2();
 
 /// 64-bit FNV-1a, for the config and ABI hashes.
 uint64_t fnv1a(llvm::StringRef text, uint64_t seed = 0xcbf29ce484222325ull);

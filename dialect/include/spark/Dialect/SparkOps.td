@@ -60,6 +60,56 @@ def Spark_CacheLayout : I32EnumAttr<"CacheLayout", "key/value cache layout", [
 def Spark_CacheLayoutAttr
     : EnumAttr<Spark_Dialect, Spark_CacheLayout, "cache_layout">;
 
+// What a build is for, spelled as the command line spells it
+// (symbolizeX / stringifyX).
+def Spark_TargetKind : I32EnumAttr<"TargetKind", "--target", [
+    I32EnumAttrCase<"Host", 0, "host">,
+    I32EnumAttrCase<"Spr", 1, "spr">,
+    I32EnumAttrCase<"Arm64", 2, "arm64">,
+    I32EnumAttrCase<"Hexagon", 3, "hexagon">,
+    // A bundle of an Arm64 and a Hexagon library, not one target.
+    I32EnumAttrCase<"S25", 4, "s25">
+  ]> {
+  let cppNamespace = "::spark";
+  let genSpecializedAttr = 0;
+}
+
+def Spark_AmxKernel : I32EnumAttr<"AmxKernel", "--amx-kernel", [
+    // The hand-written full-depth tile microkernel where its shape rules
+    // allow, or Halide's lowering of the tile form.
+    I32EnumAttrCase<"Tiles", 0, "tiles">,
+    I32EnumAttrCase<"Halide", 1, "halide">
+  ]> {
+  let cppNamespace = "::spark";
+  let genSpecializedAttr = 0;
+}
+
+def Spark_QuantScheme : I32EnumAttr<"QuantScheme", "--quant", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"W8A16", 1, "w8a16">,
+    I32EnumAttrCase<"W8A8", 2, "w8a8">,
+    I32EnumAttrCase<"W4A16", 3, "w4a16">,
+    I32EnumAttrCase<"W4A8", 4, "w4a8">
+  ]> {
+  let cppNamespace = "::spark";
+  let genSpecializedAttr = 0;
+}
+
+// The inputs of a quantized scheme's products: 16-bit schemes take f32,
+// bf16 or f16 values; int8 schemes a scale per token or block (dynamic) or
+// one calibrated scale per product (static). None: no quantized products.
+def Spark_Activations : I32EnumAttr<"Activations", "--activations", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"F32", 1, "f32">,
+    I32EnumAttrCase<"BF16", 2, "bf16">,
+    I32EnumAttrCase<"F16", 3, "f16">,
+    I32EnumAttrCase<"Dynamic", 4, "dynamic">,
+    I32EnumAttrCase<"Static", 5, "static">
+  ]> {
+  let cppNamespace = "::spark";
+  let genSpecializedAttr = 0;
+}
+
 def Spark_QuantAttr : AttrDef<Spark_Dialect, "Quant"> {
   let mnemonic = "quant";
   let summary = "how a weight is quantized";
@@ -73,6 +123,19 @@ def Spark_QuantAttr : AttrDef<Spark_Dialect, "Quant"> {
                         "bool":$symmetric);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+}
+
+def Spark_LayerAttr : AttrDef<Spark_Dialect, "Layer"> {
+  let mnemonic = "layer";
+  let summary = "the decoder layer an op computes, as location metadata";
+  let description = [{
+    The importer gives each op of decoder layer N the location
+    `fused<#spark.layer<N>>["model.layers.N"]`; fusion keeps it inside the
+    fused ops' locations, and the planner reads the layer from it (per-layer
+    profiles and probes).
+  }];
+  let parameters = (ins "int64_t":$index);
+  let assemblyFormat = "`<` $index `>`";
 }
 
 //===----------------------------------------------------------------------===//

@@ -12,24 +12,14 @@
 
 namespace spark {
 
-/// --quant: how weights (and, for w8a8 / w4a8, activations) are quantized.
-enum class QuantScheme { None, W8A16, W8A8, W4A16, W4A8 };
-std::optional<QuantScheme> parseQuantScheme(llvm::StringRef name);
-llvm::StringRef quantSchemeName(QuantScheme scheme); // "none", "w8a16", ...
+/// --quant (QuantScheme) and --activations (Activations) are enums of the
+/// spark dialect: symbolizeQuantScheme("w4a8"), stringifyActivations(...).
 inline bool hasFourBitWeights(QuantScheme s) {
   return s == QuantScheme::W4A16 || s == QuantScheme::W4A8;
 }
 inline bool hasInt8Inputs(QuantScheme s) {
   return s == QuantScheme::W8A8 || s == QuantScheme::W4A8;
 }
-
-/// --activations: the inputs of a quantized scheme's products. 16-bit
-/// schemes: F32, BF16 or F16 values; int8 schemes: Dynamic (a scale per
-/// token or block) or Static (one calibrated scale per product). None: no
-/// quantized products.
-enum class Activations { None, F32, BF16, F16, Dynamic, Static };
-std::optional<Activations> parseActivations(llvm::StringRef name);
-llvm::StringRef activationsName(Activations activations); // "", "f32", ...
 
 /// Matrix kernels for more than one token work on a multiple of this many
 /// rows (the AMX tiles cover 8 tokens): spark-plan-memory's default

@@ -11,6 +11,7 @@
 #ifndef SPARK_TARGETS_TARGET_H
 #define SPARK_TARGETS_TARGET_H
 
+#include "spark/Dialect/SparkDialect.h"
 #include "spark/Kernels/Kernels.h"
 
 #include "llvm/Support/Error.h"
@@ -22,18 +23,8 @@
 
 namespace spark {
 
-/// What --target names. S25 is a bundle of two libraries, an Arm64 and a
-/// Hexagon part; the others are one target each.
-enum class TargetKind { Host, Spr, Arm64, Hexagon, S25 };
-std::optional<TargetKind> parseTargetKind(llvm::StringRef name);
-llvm::StringRef targetKindName(TargetKind kind);
-
-/// --amx-kernel: the AMX prefill of --target=spr runs the hand-written
-/// full-depth microkernel (amx_linear.c) where its shape rules allow
-/// (Tiles), or Halide's lowering (Halide).
-enum class AmxKernel { Tiles, Halide };
-std::optional<AmxKernel> parseAmxKernel(llvm::StringRef name);
-llvm::StringRef amxKernelName(AmxKernel kernel);
+// TargetKind (--target) and AmxKernel (--amx-kernel) are enums of the spark
+// dialect: symbolizeTargetKind("spr"), stringifyTargetKind(...).
 
 /// One ISA level a library carries code for.
 struct TargetVariant {

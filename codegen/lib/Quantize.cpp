@@ -1,0 +1,385 @@
+//===- Quantize.cpp - weight quantization: int8 rows, 4-bit group search --===//
+#include "spark/Codegen/Quantize.h"
+#include "spark/Import/FloatFormats.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+#include <algorithm>
+#include <cmath>
+
+#if defined(__SSE__)
+#include <immintrin.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SPARK_SEARCH_AVX2 1
+#else
+#define SPARK_SEARCH_AVX2 0
+#endif
+
+namespace spark {
+
+float symmetricInt8Scale(llvm::function_ref<float(int64_t)> value, int64_t n) {
+  float largest = 0.0f;
+  for (int64_t i = 0; i < n; ++i)
+    largest = std::max(largest, std::fabs(value(i)));
+  return largest > 0.0f ? largest / 127.0f : 1.0f;
+}
+
+bool &int4SearchUsesAvx2() {
+#if SPARK_SEARCH_AVX2
+  static bool on = __builtin_cpu_supports("avx2");
+#else
+  static bool on = false;
+#endif
+  return on;
+}
+
+int quantizeInt4(float value, const Int4Group &g) {
+  return int(int4Code(value, 1.0f / g.scale, g.zero));
+}
+
+namespace {
+
+/// Weighted squared-error search over 4-bit grids for one group. Each
+/// candidate grid assigns codes; a least-squares refit of the scale (and,
+/// asymmetric, the offset) to those codes under the weights follows, the
+/// fit is rounded to f16 (what the pack stores), the codes are re-chosen
+/// against the rounded grid, and the grid with the least weighted error
+/// wins.
+/// Four floats (GCC / Clang vector extension): the searches run on every
+/// weight of a 4-bit model about 40 times.
+typedef float Float4 __attribute__((vector_size(16)));
+
+inline Float4 splat(float v) { return Float4{v, v, v, v}; }
+
+inline Float4 load4(const float *p) {
+  Float4 v;
+  __builtin_memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline double sum4(Float4 v) {
+  return (double(v[0]) + double(v[1])) + (double(v[2]) + double(v[3]));
+}
+
+/// max(v, bound) and min(v, bound) as int4Code's std::max / std::min take
+/// them (v is finite, never -0 where bound is 0): one instruction each on
+/// x86 (the select form compiles to four).
+inline Float4 atLeast(Float4 v, float bound) {
+#if defined(__SSE__)
+  return Float4(_mm_max_ps(__m128(v), _mm_set1_ps(bound)));
+#else
+  return v < splat(bound) ? splat(bound) : v;
+#endif
+}
+
+inline Float4 atMost(Float4 v, float bound) {
+#if defined(__SSE__)
+  return Float4(_mm_min_ps(__m128(v), _mm_set1_ps(bound)));
+#else
+  return v > splat(bound) ? splat(bound) : v;
+#endif
+}
+
+/// int4Code on four values (the same operations, so the same codes).
+inline Float4 int4Codes(Float4 value, Float4 inverse, Float4 zero) {
+  Float4 x = atMost(atLeast(value * inverse + zero, -1.0f), 16.0f);
+  const Float4 magic = splat(12582912.0f);
+  Float4 code = (x + magic) - magic;
+  return atMost(atLeast(code, 0.0f), 15.0f);
+}
+
+/// The weighted squared error of the grid (1 / scale `inverse`, zero point
+/// `zero`) over n values (n a multiple of 4): two chains of four lanes, for
+/// the values at 8k..8k+3 and 8k+4..8k+7.
+/// `i`, e0 and e1: where the AVX2 loop left off.
+double gridErrorSse(const float *x, const float *w, size_t n, float inverse,
+                    float zero, float scale, size_t i = 0, Float4 e0 = Float4{},
+                    Float4 e1 = Float4{}) {
+  const Float4 inv = splat(inverse), z = splat(zero), s = splat(scale);
+  for (; i + 8 <= n; i += 8) {
+    Float4 x0 = load4(&x[i]), x1 = load4(&x[i + 4]);
+    Float4 d0 = (int4Codes(x0, inv, z) - z) * s - x0;
+    Float4 d1 = (int4Codes(x1, inv, z) - z) * s - x1;
+    e0 += load4(&w[i]) * d0 * d0;
+    e1 += load4(&w[i + 4]) * d1 * d1;
+  }
+  for (; i < n; i += 4) {
+    Float4 x0 = load4(&x[i]);
+    Float4 d0 = (int4Codes(x0, inv, z) - z) * s - x0;
+    e0 += load4(&w[i]) * d0 * d0;
+  }
+  return sum4(e0) + sum4(e1);
+}
+
+/// Sums of w * l, w * l^2 and w * x * l over the codes l (less `shift`) of
+/// a grid: one chain of four lanes each, in the order of the values.
+struct GridSums {
+  double sl, sll, sxl;
+};
+
+/// `i` and the three sums: where the AVX2 loop left off.
+GridSums gridSumsSse(const float *x, const float *w, size_t n, float inverse,
+                     float zero, float shift, size_t i = 0,
+                     Float4 sl4 = Float4{}, Float4 sll4 = Float4{},
+                     Float4 sxl4 = Float4{}) {
+  const Float4 inv = splat(inverse), z = splat(zero), sh = splat(shift);
+  for (; i < n; i += 4) {
+    Float4 xv = load4(&x[i]), wv = load4(&w[i]);
+    Float4 l = int4Codes(xv, inv, z) - sh;
+    Float4 wl = wv * l;
+    sl4 += wl;
+    sll4 += wl * l;
+    sxl4 += wl * xv;
+  }
+  return {sum4(sl4), sum4(sll4), sum4(sxl4)};
+}
+
+#if SPARK_SEARCH_AVX2
+// The same operations on eight lanes (AVX2 without FMA, so that nothing is
+// contracted): the same codes and, added in the same order, the same sums,
+// bit for bit. The searches are most of a 4-bit build's compile time.
+__attribute__((target("avx2"))) inline __m256
+int4Codes8(__m256 v, __m256 inverse, __m256 zero) {
+  __m256 x = _mm256_add_ps(_mm256_mul_ps(v, inverse), zero);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-1.0f)),
+                    _mm256_set1_ps(16.0f));
+  const __m256 magic = _mm256_set1_ps(12582912.0f);
+  __m256 code = _mm256_sub_ps(_mm256_add_ps(x, magic), magic);
+  return _mm256_min_ps(_mm256_max_ps(code, _mm256_setzero_ps()),
+                       _mm256_set1_ps(15.0f));
+}
+
+__attribute__((target("avx2"))) double gridErrorAvx2(const float *x,
+                                                     const float *w, size_t n,
+                                                     float inverse, float zero,
+                                                     float scale) {
+  const __m256 inv = _mm256_set1_ps(inverse), z = _mm256_set1_ps(zero),
+               s = _mm256_set1_ps(scale);
+  __m256 e = _mm256_setzero_ps(); // lanes 0-3: e0, 4-7: e1 of gridErrorSse
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 xv = _mm256_loadu_ps(&x[i]);
+    __m256 d = _mm256_sub_ps(
+        _mm256_mul_ps(_mm256_sub_ps(int4Codes8(xv, inv, z), z), s), xv);
+    e = _mm256_add_ps(
+        e, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(&w[i]), d), d));
+  }
+  return gridErrorSse(x, w, n, inverse, zero, scale, i,
+                      Float4(_mm256_castps256_ps128(e)),
+                      Float4(_mm256_extractf128_ps(e, 1)));
+}
+
+__attribute__((target("avx2"))) GridSums gridSumsAvx2(const float *x,
+                                                      const float *w, size_t n,
+                                                      float inverse, float zero,
+                                                      float shift) {
+  const __m256 inv = _mm256_set1_ps(inverse), z = _mm256_set1_ps(zero),
+               sh = _mm256_set1_ps(shift);
+  __m128 sl4 = _mm_setzero_ps(), sll4 = _mm_setzero_ps(),
+         sxl4 = _mm_setzero_ps();
+  // Each sum adds the low four lanes, then the high four: the order of
+  // gridSumsSse's one chain.
+  auto add = [](__m128 sum, __m256 v) __attribute__((target("avx2"))) {
+    sum = _mm_add_ps(sum, _mm256_castps256_ps128(v));
+    return _mm_add_ps(sum, _mm256_extractf128_ps(v, 1));
+  };
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 xv = _mm256_loadu_ps(&x[i]), wv = _mm256_loadu_ps(&w[i]);
+    __m256 l = _mm256_sub_ps(int4Codes8(xv, inv, z), sh);
+    __m256 wl = _mm256_mul_ps(wv, l);
+    sl4 = add(sl4, wl);
+    sll4 = add(sll4, _mm256_mul_ps(wl, l));
+    sxl4 = add(sxl4, _mm256_mul_ps(wl, xv));
+  }
+  return gridSumsSse(x, w, n, inverse, zero, shift, i, Float4(sl4),
+                     Float4(sll4), Float4(sxl4));
+}
+#endif
+
+double gridError(const float *x, const float *w, size_t n, float inverse,
+                 float zero, float scale) {
+#if SPARK_SEARCH_AVX2
+  if (int4SearchUsesAvx2())
+    return gridErrorAvx2(x, w, n, inverse, zero, scale);
+#endif
+  return gridErrorSse(x, w, n, inverse, zero, scale);
+}
+
+GridSums gridSums(const float *x, const float *w, size_t n, float inverse,
+                  float zero, float shift) {
+#if SPARK_SEARCH_AVX2
+  if (int4SearchUsesAvx2())
+    return gridSumsAvx2(x, w, n, inverse, zero, shift);
+#endif
+  return gridSumsSse(x, w, n, inverse, zero, shift);
+}
+
+struct GroupSearch {
+  llvm::SmallVector<float, 256> x, w;
+  bool symmetric = false;
+  double sw = 0, sx = 0; // sums of w and of w * x
+  Int4Group best;
+  double bestError = -1.0;
+
+  static float toHalf(float v) { return halfToFloat(floatToHalf(v)); }
+
+  void load(const float *values, int64_t n, const float *importance) {
+    x.assign(values, values + n);
+    if (importance)
+      w.assign(importance, importance + n);
+    else
+      w.assign(size_t(n), 1.0f);
+  }
+
+  void prepare() {
+    // Pad to whole vectors with zero weights (their error counts nothing).
+    while (x.size() % 4) {
+      x.push_back(0.0f);
+      w.push_back(0.0f);
+    }
+    sw = sx = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      sw += w[i];
+      sx += double(w[i]) * x[i];
+    }
+  }
+
+  /// The weighted error of grid g after rounding it to f16; keeps the best.
+  void consider(Int4Group g) {
+    if (!(g.scale > 0.0f) || !std::isfinite(g.scale) || !std::isfinite(g.zero))
+      return;
+    g.scale = toHalf(g.scale);
+    g.zero = symmetric ? 8.0f : toHalf(g.zero);
+    if (!(g.scale > 0.0f) || !std::isfinite(g.scale))
+      return;
+    double error = gridError(x.data(), w.data(), x.size(), 1.0f / g.scale,
+                             g.zero, g.scale);
+    if (bestError < 0.0 || error < bestError) {
+      bestError = error;
+      best = g;
+    }
+  }
+
+  /// Codes of the grid g, then the weighted least-squares grid for them.
+  void refit(Int4Group g) {
+    if (!(g.scale > 0.0f))
+      return;
+    const GridSums sums = gridSums(x.data(), w.data(), x.size(), 1.0f / g.scale,
+                                   g.zero, symmetric ? 8.0f : 0.0f);
+    const double sl = sums.sl, sll = sums.sll, sxl = sums.sxl;
+    if (symmetric) { // x ~ s * l
+      if (sll > 0)
+        consider({float(sxl / sll), 8.0f});
+      return;
+    }
+    // x ~ s * l + m, zero = -m / s.
+    double d = sw * sll - sl * sl;
+    if (d <= 0)
+      return;
+    double scale = (sw * sxl - sx * sl) / d, offset = (sll * sx - sl * sxl) / d;
+    if (scale > 0)
+      consider({float(scale), float(-offset / scale)});
+  }
+};
+
+/// min(0, values), max(0, values) and max |values|, as std::min and std::max
+/// choose them.
+struct ValueRange {
+  float bottom = 0.0f, top = 0.0f, largest = 0.0f;
+};
+
+// Not inlined: inside the searches GCC keeps these three on the stack, and
+// the chain of stores and loads cost more than the rest of the search.
+__attribute__((noinline)) ValueRange valueRange(const float *values,
+                                                int64_t n) {
+  float bottom = 0.0f, top = 0.0f, largest = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = values[i], magnitude = std::fabs(v);
+    bottom = v < bottom ? v : bottom;
+    top = top < v ? v : top;
+    largest = largest < magnitude ? magnitude : largest;
+  }
+  return {bottom, top, largest};
+}
+
+} // namespace
+
+Int4Group searchInt4Group(const float *values, int64_t n,
+                          const float *importance) {
+  GroupSearch search;
+  search.load(values, n, importance);
+  const ValueRange range = valueRange(values, n);
+  const float lo = range.bottom, hi = range.top;
+  search.prepare();
+  if (hi <= lo) { // all zeros
+    search.consider({1.0f, 0.0f});
+    return search.best;
+  }
+  // Shrunk [min, max] ranges with integer zero points, then grids of 14 to
+  // 16 steps over [min, max], each refitted.
+  for (float shrink : {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f}) {
+    Int4Group g;
+    float a = lo * shrink, b = hi * shrink;
+    g.scale = (b - a) / 15.0f;
+    g.zero = std::min(15.0f, std::max(0.0f, std::nearbyint(-a / g.scale)));
+    search.consider(g);
+    search.refit(g);
+  }
+  for (int step = 0; step <= 10; ++step) {
+    Int4Group g;
+    g.scale = (hi - lo) / (14.0f + 0.2f * float(step));
+    g.zero = -lo / g.scale;
+    search.refit(g);
+  }
+  return search.best;
+}
+
+Int4Group searchSymmetricInt4Group(const float *values, int64_t n,
+                                   const float *importance) {
+  GroupSearch search;
+  search.symmetric = true;
+  search.load(values, n, importance);
+  const ValueRange range = valueRange(values, n);
+  const float largest = range.largest, top = range.top, bottom = range.bottom;
+  search.prepare();
+  if (largest == 0.0f) {
+    search.consider({1.0f, 8.0f});
+    return search.best;
+  }
+  // max |x| on 7 steps (shrunk), the positive side on 7 or the negative
+  // side on 8 steps, each refitted.
+  for (float shrink : {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f}) {
+    Int4Group g{largest * shrink / 7.0f, 8.0f};
+    search.consider(g);
+    search.refit(g);
+  }
+  for (int step = 0; step <= 6; ++step) {
+    float f = 1.0f - 0.05f * float(step);
+    if (top > 0.0f)
+      search.refit({top * f / 7.0f, 8.0f});
+    if (bottom < 0.0f)
+      search.refit({-bottom * f / 8.0f, 8.0f});
+  }
+  return search.best;
+}
+
+/// The searches over values given one at a time.
+Int4Group searchInt4Group(llvm::function_ref<float(int64_t)> value, int64_t n,
+                          const float *importance) {
+  llvm::SmallVector<float, 256> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    values[i] = value(i);
+  return searchInt4Group(values.data(), n, importance);
+}
+
+Int4Group searchSymmetricInt4Group(llvm::function_ref<float(int64_t)> value,
+                                   int64_t n, const float *importance) {
+  llvm::SmallVector<float, 256> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    values[i] = value(i);
+  return searchSymmetricInt4Group(values.data(), n, importance);
+}
+
+} // namespace spark
