@@ -19,6 +19,10 @@ using namespace llvm;
 
 namespace spark {
 
+std::string kernelSymbol(const KernelSpec &k, StringRef variant) {
+  return "spark_" + k.name() + "_" + variant.str();
+}
+
 namespace {
 
 const char *kDriverPrelude = R"(#define _GNU_SOURCE
@@ -114,10 +118,6 @@ std::string floatLiteral(float value) {
   return text;
 }
 
-std::string kernelSymbol(const KernelSpec &k, StringRef variant) {
-  return "spark_" + k.name() + "_" + variant.str();
-}
-
 /// Number of buffer + scalar arguments of a kernel (output included).
 std::string prototype(const Step &step) {
   std::string args;
@@ -132,7 +132,7 @@ std::string prototype(const Step &step) {
 /// The driver's wrapper of microkernel `m` for kernel `k`
 /// (Microkernel::wrapper).
 std::string wrapperName(const KernelSpec &k, const Microkernel &m) {
-  return "spark_" + k.name() + "_" + m.symbol;
+  return kernelSymbol(k, m.symbol);
 }
 
 /// The function `variant` calls for kernel `k`: its microkernel (or the

@@ -76,7 +76,7 @@ Error compileKernel(
     const TargetInfo &target, const KernelSpec &spec,
     const TargetVariant &variant,
     const std::map<Halide::OutputFileType, std::string> &outputs) {
-  std::string symbol = "spark_" + spec.name() + "_" + variant.name;
+  std::string symbol = kernelSymbol(spec, variant.name);
   try {
     KernelAlgorithm kernel = buildKernel(spec, variant.matrixTiles);
     target.schedule(kernel, variant);
@@ -302,7 +302,7 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
         errs() << formatv("[{0}/{1}] kernel {2} ({3}){4}\n", done, total,
                           spec.name(), variant.name, left);
       }
-      std::string symbol = "spark_" + spec.name() + "_" + variant.name;
+      std::string symbol = kernelSymbol(spec, variant.name);
       std::string object = join(objDir, symbol + ".o");
       if (Error e = compileKernel(target, spec, variant,
                                   {{Halide::OutputFileType::object, object}}))

@@ -10,6 +10,11 @@
 
 namespace spark {
 
+/// The C symbol of kernel `k` compiled for `variant` (spark_NAME_VARIANT),
+/// or, with a microkernel's symbol as `variant`, the driver's wrapper of that
+/// microkernel for `k`.
+std::string kernelSymbol(const KernelSpec &k, llvm::StringRef variant);
+
 /// The C source of the generated step driver (kernel calls in order, buffer
 /// views, cache writes, arena offsets, CPU dispatch) for the target's ISA
 /// variants.
