@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "spark/Codegen/Emit.h"
+#include "spark/Codegen/PlanIR.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -16,6 +17,13 @@
 #include <set>
 
 using namespace llvm;
+using mlir::BlockArgument;
+using mlir::FloatAttr;
+using mlir::IntegerAttr;
+using mlir::MemRefType;
+using mlir::NameLoc;
+using mlir::Operation;
+namespace arith = mlir::arith;
 
 namespace spark {
 
@@ -103,14 +111,6 @@ static inline void spark_round_row_f16(uint16_t *out, const float *in, int n) {
 }
 )";
 
-/// Halide type code and bits of a view's elements.
-std::pair<int, int> typeOf(const View &v) {
-  if (v.isInt32)
-    return {0, 32};
-  Halide::Type type = halideType(v.type);
-  return {int(type.code()), type.bits()};
-}
-
 /// `value` as an exact C float literal (hexadecimal).
 std::string floatLiteral(float value) {
   char text[64];
@@ -184,38 +184,81 @@ class DriverWriter {
 public:
   DriverWriter(const ModelPlan &plan, raw_ostream &os) : plan(plan), os(os) {}
 
-  void viewExpr(const View &v, int slot, const char *rows,
+  /// Indices of the plan's kernels, tensors and caches by symbol.
+  void indexSymbols(kernel::PlanOp planOp) {
+    for (Operation &op : planOp.getBody().front()) {
+      if (auto k = dyn_cast<kernel::KernelOp>(op))
+        kernelIndex[k.getSymName()] = int(kernelIndex.size());
+      else if (auto t = dyn_cast<kernel::TensorOp>(op))
+        tensorIndex[t.getSymName()] = int(tensorIndex.size());
+      else if (auto c = dyn_cast<kernel::CacheOp>(op))
+        cacheIndex[c.getSymName()] = int(cacheIndex.size());
+    }
+  }
+
+  /// What a view's memref says: element offset, inner-first extents and
+  /// strides, and the row stride of a dynamic outermost (rows) dimension.
+  struct Layout {
+    int64_t offset = 0, rowStride = 0;
+    bool hasRows = false;
+    SmallVector<int64_t> extents, strides;
+  };
+  static Layout layoutOf(MemRefType type) {
+    Layout l;
+    SmallVector<int64_t> strides;
+    (void)type.getStridesAndOffset(strides, l.offset);
+    for (size_t i = type.getRank(); i-- > 0;) {
+      if (type.isDynamicDim(i)) {
+        l.hasRows = true;
+        l.rowStride = strides[i];
+        continue;
+      }
+      l.extents.push_back(type.getDimSize(i));
+      l.strides.push_back(strides[i]);
+    }
+    return l;
+  }
+
+  /// Halide type code and bits of a view's elements.
+  static std::pair<int, int> typeOf(mlir::Type element) {
+    if (element.isSignlessInteger(32))
+      return {0, 32};
+    Halide::Type type = halideType(elementDType(element));
+    return {int(type.code()), type.bits()};
+  }
+
+  void viewExpr(kernel::ViewOp v, int slot, const char *rows,
                 const char *firstRow) {
+    const Layout l = layoutOf(v.getType());
     std::string host;
-    switch (v.base) {
-    case View::Base::Arena:
-      host =
-          formatv("A + {0} + {1} + (size_t)({2}) * {3}",
-                  plan.arena[v.index].offset, v.column, firstRow, v.rowStride);
+    switch (v.getBase()) {
+    case kernel::Buffer::Arena:
+      host = formatv("A + {0} + (size_t)({1}) * {2}", l.offset, firstRow,
+                     l.rowStride);
       break;
-    case View::Base::Weight:
-      host = formatv("W[{0}]", v.index);
+    case kernel::Buffer::Weight:
+      host = formatv("W[{0}]", tensorIndex.lookup(*v.getSource()));
       break;
-    case View::Base::Cache:
-      host = formatv("C[{0}]", v.index);
+    case kernel::Buffer::Cache:
+      host = formatv("C[{0}]", cacheIndex.lookup(*v.getSource()));
       break;
-    case View::Base::Tokens:
+    case kernel::Buffer::Tokens:
       host = formatv("ids + ({0})", firstRow);
       break;
-    case View::Base::Logits:
-      host = "logits";
+    case kernel::Buffer::Logits:
+      host = formatv("logits + {0}", l.offset);
       break;
     }
-    auto [code, bits] = typeOf(v);
+    auto [code, bits] = typeOf(v.getType().getElementType());
     std::string extents, strides;
-    for (size_t i = 0; i < v.extents.size(); ++i) {
-      extents += formatv("{0}{1}", i ? ", " : "", v.extents[i]);
-      strides += formatv("{0}{1}", i ? ", " : "", v.strides[i]);
+    for (size_t i = 0; i < l.extents.size(); ++i) {
+      extents += formatv("{0}{1}", i ? ", " : "", l.extents[i]);
+      strides += formatv("{0}{1}", i ? ", " : "", l.strides[i]);
     }
-    size_t rank = v.extents.size();
-    if (v.hasRows) {
+    size_t rank = l.extents.size();
+    if (l.hasRows) {
       extents += formatv("{0}{1}", rank ? ", " : "", rows);
-      strides += formatv("{0}{1}", rank ? ", " : "", v.rowStride);
+      strides += formatv("{0}{1}", rank ? ", " : "", l.rowStride);
       ++rank;
     }
     os << formatv("spark_view(&b[{0}], d[{0}], {1}, {2}, {3}, {4}, "
@@ -223,74 +266,98 @@ public:
                   slot, host, code, bits, rank, extents, strides);
   }
 
-  void callWith(const Step &step, int kernelIndex, const char *rows,
+  /// A scalar operand: the first row's position, the rows a cache holds
+  /// (min(pos0, slots)), or a float constant.
+  void scalarExpr(mlir::Value v) {
+    if (isa<BlockArgument>(v)) {
+      os << "pos0";
+    } else if (auto min = v.getDefiningOp<arith::MinSIOp>()) {
+      int64_t bound =
+          cast<IntegerAttr>(
+              min.getRhs().getDefiningOp<arith::ConstantOp>().getValue())
+              .getInt();
+      os << formatv("(pos0 < {0} ? pos0 : {0})", bound);
+    } else {
+      auto constant = v.getDefiningOp<arith::ConstantOp>();
+      os << floatLiteral(
+          float(cast<FloatAttr>(constant.getValue()).getValueAsDouble()));
+    }
+  }
+
+  void callWith(kernel::CallOp call, StringRef kernel, const char *rows,
                 const char *first, const char *indent) {
-    os << indent << "rc = K->k" << kernelIndex << "(";
-    for (size_t i = 0; i < step.args.size(); ++i) {
-      const Step::Arg &a = step.args[i];
+    os << indent << "rc = K->k" << kernelIndex.lookup(kernel) << "(";
+    for (auto [i, operand] : llvm::enumerate(call.getOperands())) {
       os << (i ? ",\n        " : "") << (i ? indent : "");
-      if (a.kind == Step::Arg::Kind::Position)
-        os << "pos0";
-      else if (a.kind == Step::Arg::Kind::CachedRows)
-        os << formatv("(pos0 < {0} ? pos0 : {0})", a.bound);
-      else if (a.kind == Step::Arg::Kind::Float)
-        os << floatLiteral(a.value);
+      if (auto view = operand.getDefiningOp<kernel::ViewOp>())
+        viewExpr(view, int(i), rows, first);
       else
-        viewExpr(a.view, int(i), rows, first);
+        scalarExpr(operand);
     }
     os << ");\n";
   }
 
-  void call(const Step &step, size_t index) {
-    const char *rows = step.headRows ? "n_logits" : "n";
-    const char *first = step.headRows ? "head_row" : "0";
-    os << formatv("  /* {0}: {1} */\n  {{\n", index, step.comment);
+  static std::string commentOf(Operation *op) {
+    auto name = dyn_cast<NameLoc>(op->getLoc());
+    return name ? name.getName().str() : op->getName().getStringRef().str();
+  }
+
+  void call(kernel::CallOp step, size_t index) {
+    const bool headRows = step.getHeadRows();
+    const char *rows = headRows ? "n_logits" : "n";
+    const char *first = headRows ? "head_row" : "0";
+    if (headRows)
+      os << "  if (n_logits > 0)\n";
+    os << formatv("  /* {0}: {1} */\n  {{\n", index, commentOf(step));
     os << "    if (profile)\n      started = profile_clock();\n";
     os << formatv("    halide_buffer_t b[{0}];\n    halide_dimension_t "
                   "d[{0}][4];\n",
-                  step.args.size());
-    if (step.probeInput >= 0) { // calibration builds: the product's input
-      const View &v = step.args.front().view;
-      os << formatv(
-          "    if (layer_probe)\n      layer_probe(layer_probe_user, "
-          "{0}, {1}, {2}, A + {3} + {4} + (size_t)({5}) * {6}, {6});\n",
-          step.probeInput, rows, plan.kernels[step.kernel].in,
-          plan.arena[v.index].offset, v.column, first, v.rowStride);
+                  step.getOperands().size());
+    if (std::optional<int64_t> probe = step.getProbeInput()) {
+      // Calibration builds: the product's input.
+      const Layout l = layoutOf(
+          step.getOperands().front().getDefiningOp<kernel::ViewOp>().getType());
+      os << formatv("    if (layer_probe)\n      layer_probe(layer_probe_user, "
+                    "{0}, {1}, {2}, A + {3} + (size_t)({4}) * {5}, {5});\n",
+                    *probe, rows, l.extents.front(), l.offset, first,
+                    l.rowStride);
     }
-    if (step.decodeKernel >= 0) {
+    if (std::optional<StringRef> decode = step.getDecode()) {
       // Matrix kernels: the GEMV for one row; the blocked GEMM for more, on
       // a multiple of kPrefillRowMultiple rows (arena values have room).
       os << "    if (" << rows << " == 1) {\n";
-      callWith(step, step.decodeKernel, rows, first, "      ");
+      callWith(step, *decode, rows, first, "      ");
       os << "    } else {\n";
       std::string rounded =
           formatv("((({0}) + {1}) / {2} * {2})", rows, kPrefillRowMultiple - 1,
                   kPrefillRowMultiple)
               .str();
-      callWith(step, step.kernel, rounded.c_str(), first, "      ");
+      callWith(step, step.getKernel(), rounded.c_str(), first, "      ");
       os << "    }\n";
     } else {
-      callWith(step, step.kernel, rows, first, "    ");
+      callWith(step, step.getKernel(), rows, first, "    ");
     }
     os << "    if (rc != 0)\n      return rc;\n";
     os << formatv("    if (profile)\n      profile[{0}] += profile_clock() - "
                   "started;\n",
                   index);
-    if (step.probeLayer >= 0) {
-      const View &v = step.args.back().view;
+    if (std::optional<int64_t> layer = step.getProbeLayer()) {
+      const Layout l = layoutOf(
+          step.getOperands().back().getDefiningOp<kernel::ViewOp>().getType());
       os << formatv("    if (layer_probe)\n      layer_probe(layer_probe_user, "
-                    "{0}, n, {1}, A + {2} + {3}, {4});\n",
-                    step.probeLayer, plan.config.hiddenSize,
-                    plan.arena[v.index].offset, v.column, v.rowStride);
+                    "{0}, n, {1}, A + {2}, {3});\n",
+                    *layer, plan.config.hiddenSize, l.offset, l.rowStride);
     }
     os << "  }\n";
   }
 
-  void cacheWrite(const Step &step, size_t index) {
-    const CacheSpec &cache = plan.caches[step.cache];
-    const View &v = step.source;
+  void cacheWrite(kernel::CacheWriteOp write, size_t index) {
+    const int cacheNumber = cacheIndex.lookup(write.getCache());
+    const CacheSpec &cache = plan.caches[cacheNumber];
+    const Layout l = layoutOf(write.getSource().getType());
+    const int64_t width = l.extents.front();
     os << formatv("  /* {0}: {1} -> cache {2} ({3}, {4} slots) */\n", index,
-                  step.comment, step.cache, cache.ring ? "ring" : "linear",
+                  commentOf(write), cacheNumber, cache.ring ? "ring" : "linear",
                   cache.slots);
     std::string slot = cache.ring
                            ? formatv("(pos0 + t) % {0}", cache.slots).str()
@@ -300,22 +367,22 @@ public:
     if (cache.dtype == DType::F32)
       os << formatv(
           "    memcpy((float *)C[{0}] + (size_t)({1}) * {2},\n"
-          "           A + {3} + {4} + (size_t)t * {5}, {2} * sizeof(float));\n",
-          step.cache, slot, step.width, plan.arena[v.index].offset, v.column,
-          v.rowStride);
+          "           A + {3} + (size_t)t * {4}, {2} * sizeof(float));\n",
+          cacheNumber, slot, width, l.offset, l.rowStride);
     else // rounded to the cache's 16-bit type (kDriverPrelude)
       os << formatv(
-          "    spark_round_row_{6}((uint16_t *)C[{0}] + (size_t)({1}) "
+          "    spark_round_row_{5}((uint16_t *)C[{0}] + (size_t)({1}) "
           "* {2},\n"
-          "        A + {3} + {4} + (size_t)t * {5}, {2});\n",
-          step.cache, slot, step.width, plan.arena[v.index].offset, v.column,
-          v.rowStride, cache.dtype == DType::BF16 ? "bf16" : "f16");
+          "        A + {3} + (size_t)t * {4}, {2});\n",
+          cacheNumber, slot, width, l.offset, l.rowStride,
+          cache.dtype == DType::BF16 ? "bf16" : "f16");
     os << formatv(
         "  if (profile)\n    profile[{0}] += profile_clock() - started;\n",
         index);
   }
 
-  void write(const TargetInfo &target) {
+  void write(const TargetInfo &target, kernel::PlanOp planOp) {
+    indexSymbols(planOp);
     const std::vector<TargetVariant> &variants = target.variants;
     const std::string env =
         "SPARK_" + StringRef(target.family).upper() + "_VARIANT";
@@ -472,16 +539,14 @@ public:
           "  int rc = 0;\n"
           "  uint64_t started = 0;\n"
           "  (void)started;\n";
-    for (size_t i = 0; i < plan.steps.size(); ++i) {
-      const Step &s = plan.steps[i];
-      if (s.kind == Step::Kind::CacheWrite) {
-        cacheWrite(s, i);
-        continue;
-      }
-      if (s.headRows)
-        os << "  if (n_logits > 0)\n";
-      call(s, i);
-    }
+    // One block per call and cache write of the plan's step.
+    size_t index = 0;
+    planOp.walk([&](Operation *op) {
+      if (auto c = dyn_cast<kernel::CallOp>(op))
+        call(c, index++);
+      else if (auto w = dyn_cast<kernel::CacheWriteOp>(op))
+        cacheWrite(w, index++);
+    });
     os << "  return rc;\n}\n\n";
 
     // Tensor and cache tables, and the definition.
@@ -546,14 +611,21 @@ public:
 private:
   const ModelPlan &plan;
   raw_ostream &os;
+  llvm::StringMap<int> kernelIndex, tensorIndex, cacheIndex;
 };
 
 } // namespace
 
-std::string emitDriverSource(const ModelPlan &plan, const TargetInfo &target) {
+Expected<std::string> emitDriverSource(const ModelPlan &plan,
+                                       const TargetInfo &target) {
+  mlir::MLIRContext context;
+  Expected<mlir::OwningOpRef<mlir::ModuleOp>> planIR = planToIR(plan, context);
+  if (!planIR)
+    return planIR.takeError();
+  kernel::PlanOp planOp = *(*planIR)->getOps<kernel::PlanOp>().begin();
   std::string text;
   raw_string_ostream os(text);
-  DriverWriter(plan, os).write(target);
+  DriverWriter(plan, os).write(target, planOp);
   return text;
 }
 

@@ -248,7 +248,10 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
                      join(objDir, "thread_pool.o"), "compiling the thread pool",
                      userCFlags(plan.options), ""});
   std::string driverSource = join(objDir, "spark_model_driver.c");
-  if (Error e = writeText(driverSource, emitDriverSource(plan, target)))
+  Expected<std::string> driver = emitDriverSource(plan, target);
+  if (!driver)
+    return driver.takeError();
+  if (Error e = writeText(driverSource, *driver))
     return e;
   cJobs.push_back({driverSource, join(objDir, "spark_model_driver.o"),
                    "compiling the generated step driver",

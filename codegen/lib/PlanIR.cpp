@@ -28,18 +28,6 @@ Type elementType(MLIRContext *context, DType type, bool fourBit = false) {
   return Float32Type::get(context);
 }
 
-DType dtypeOf(Type type) {
-  if (type.isBF16())
-    return DType::BF16;
-  if (type.isF16())
-    return DType::F16;
-  if (type.isSignlessInteger(8))
-    return DType::I8;
-  if (type.isUnsignedInteger())
-    return DType::U8;
-  return DType::F32;
-}
-
 FloatAttr optionalFloat(MLIRContext *context, double value) {
   return value != 0.0 ? FloatAttr::get(Float64Type::get(context), value)
                       : FloatAttr();
@@ -201,6 +189,18 @@ private:
 
 } // namespace
 
+DType elementDType(Type type) {
+  if (type.isBF16())
+    return DType::BF16;
+  if (type.isF16())
+    return DType::F16;
+  if (type.isSignlessInteger(8))
+    return DType::I8;
+  if (type.isUnsignedInteger())
+    return DType::U8;
+  return DType::F32;
+}
+
 kernel::SpecAttr specAttr(MLIRContext *context, const KernelSpec &spec) {
   context->getOrLoadDialect<kernel::KernelDialect>();
   auto phase = spec.phase == Phase::Decode    ? kernel::Phase::Decode
@@ -224,7 +224,7 @@ KernelSpec kernelSpec(kernel::SpecAttr attr) {
   spec.phase = attr.getPhase() == kernel::Phase::Decode    ? Phase::Decode
                : attr.getPhase() == kernel::Phase::Prefill ? Phase::Prefill
                                                            : Phase::Any;
-  spec.weightType = dtypeOf(attr.getWeightType());
+  spec.weightType = elementDType(attr.getWeightType());
   spec.in = attr.getIn();
   spec.out = attr.getOut();
   spec.epsilon = floatOr0(attr.getEpsilon());
@@ -241,7 +241,7 @@ KernelSpec kernelSpec(kernel::SpecAttr attr) {
   spec.symmetricGroups = attr.getSymmetric();
   spec.inputBits = attr.getInputBits();
   spec.inputBlock = attr.getInputBlock();
-  spec.inputType = dtypeOf(attr.getInputType());
+  spec.inputType = elementDType(attr.getInputType());
   spec.ring = attr.getRing();
   spec.gated = attr.getGated();
   spec.op = ElementwiseOp(int(attr.getOp()));

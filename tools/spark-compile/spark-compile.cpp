@@ -777,8 +777,11 @@ int main(int argc, char **argv) {
         spark::targetFor(targetKind, amxKernelKind);
     if (!info)
       return fail(toString(info.takeError()));
+    Expected<std::string> driver = spark::emitDriverSource(*plan, *info);
+    if (!driver)
+      return fail(toString(driver.takeError()));
     return writeText([&](raw_ostream &os) {
-      os << spark::emitDriverSource(*plan, *info);
+      os << *driver;
       return Error::success();
     });
   }

@@ -17,8 +17,10 @@ std::string kernelSymbol(const KernelSpec &k, llvm::StringRef variant);
 
 /// The C source of the generated step driver (kernel calls in order, buffer
 /// views, cache writes, arena offsets, CPU dispatch) for the target's ISA
-/// variants.
-std::string emitDriverSource(const ModelPlan &plan, const TargetInfo &target);
+/// variants. The step's calls and cache writes are written from the plan's
+/// spark_kernel IR (planToIR), verified first.
+llvm::Expected<std::string> emitDriverSource(const ModelPlan &plan,
+                                             const TargetInfo &target);
 
 /// spark_model.h: declares spark_model_definition() and the model's sizes.
 std::string emitModelHeader(const ModelPlan &plan);

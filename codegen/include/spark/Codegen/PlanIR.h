@@ -14,6 +14,10 @@
 
 namespace spark {
 
+/// The pack element type of a memref / spec element type (ui4 and ui8 are
+/// U8 bytes, i8 is I8, bf16, f16, else F32).
+DType elementDType(mlir::Type type);
+
 /// The spec attribute of a kernel, and back.
 kernel::SpecAttr specAttr(mlir::MLIRContext *context, const KernelSpec &spec);
 KernelSpec kernelSpec(kernel::SpecAttr attr);
