@@ -118,14 +118,15 @@ std::string floatLiteral(float value) {
   return text;
 }
 
-/// Number of buffer + scalar arguments of a kernel (output included).
-std::string prototype(const Step &step) {
+/// The C parameter list of a kernel, from a call of it: a Halide buffer per
+/// view, int32_t or float per scalar, the output last.
+std::string prototype(kernel::CallOp call) {
   std::string args;
-  for (const Step::Arg &a : step.args)
+  for (mlir::Type type : call.getOperandTypes())
     args += std::string(args.empty() ? "" : ", ") +
-            (a.kind == Step::Arg::Kind::Float ? "float"
-             : a.scalar()                     ? "int32_t"
-                                              : "halide_buffer_t *");
+            (isa<MemRefType>(type) ? "halide_buffer_t *"
+             : type.isF32()        ? "float"
+                                   : "int32_t");
   return args;
 }
 
@@ -393,12 +394,11 @@ public:
     os << target.cpuPrelude << "\n";
     // Kernel prototypes and one table per ISA variant.
     std::vector<std::string> prototypes(plan.kernels.size());
-    for (const Step &s : plan.steps)
-      if (s.kind == Step::Kind::Call) {
-        prototypes[s.kernel] = prototype(s);
-        if (s.decodeKernel >= 0)
-          prototypes[s.decodeKernel] = prototype(s);
-      }
+    planOp.walk([&](kernel::CallOp call) {
+      prototypes[kernelIndex.lookup(call.getKernel())] = prototype(call);
+      if (std::optional<StringRef> decode = call.getDecode())
+        prototypes[kernelIndex.lookup(*decode)] = prototype(call);
+    });
     for (const TargetVariant &variant : variants)
       for (size_t i = 0; i < plan.kernels.size(); ++i)
         if (target.compilesKernel(variant, plan.kernels[i]))
