@@ -35,10 +35,6 @@ struct RecipeRule {
   bool used = false;
 };
 
-bool validGroup(int64_t group) {
-  return group == 32 || group == 64 || group == 128 || group == 256;
-}
-
 /// Parses "PATTERN=PRECISION"; returns "" or what is wrong.
 std::string parseRule(StringRef text, RecipeRule &rule) {
   rule.text = text.str();
@@ -59,7 +55,7 @@ std::string parseRule(StringRef text, RecipeRule &rule) {
     rule.bits = 4;
   } else if (precision.consume_front("int4:")) {
     rule.bits = 4;
-    if (precision.getAsInteger(10, rule.group) || !validGroup(rule.group))
+    if (precision.getAsInteger(10, rule.group) || !isSupportedBlock(rule.group))
       return "the group of int4:G must be 32, 64, 128 or 256";
   } else {
     return "unknown precision '" + precision.str() +
@@ -98,16 +94,14 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
                                         : "f32, bf16 or f16");
       return signalPassFailure();
     }
-    if (!validGroup(groupSize)) {
+    if (!isSupportedBlock(groupSize)) {
       module.emitError() << "spark-quantize-weights: group-size "
                          << int64_t(groupSize)
                          << " is not supported; expected 32, 64, 128 or 256";
       return signalPassFailure();
     }
-    if (activationBlock &&
-        (!int8Inputs || *kind == Activations::Static ||
-         (activationBlock != 32 && activationBlock != 64 &&
-          activationBlock != 128 && activationBlock != 256))) {
+    if (activationBlock && (!int8Inputs || *kind == Activations::Static ||
+                            !isSupportedBlock(activationBlock))) {
       module.emitError()
           << "spark-quantize-weights: activation-block "
           << int64_t(activationBlock)

@@ -147,7 +147,7 @@ cl::opt<int64_t> groupSize(
     cl::desc("w4a16 / w4a8: weights per 4-bit group along the input "
              "dimension, 32, 64, 128 (default) or 256; each group stores an "
              "f16 scale (and for w4a16 an f16 zero point)"),
-    cl::init(128), cl::cat(category));
+    cl::init(spark::kDefaultGroupSize), cl::cat(category));
 
 cl::opt<int64_t> activationBlock(
     "activation-block",
@@ -586,16 +586,14 @@ int main(int argc, char **argv) {
     return fail("--activation-block applies to int8 activations (--quant=w8a8 "
                 "or w4a8), not --quant=" +
                 quant);
-  if (activationBlock && activationBlock != 32 && activationBlock != 64 &&
-      activationBlock != 128 && activationBlock != 256)
+  if (activationBlock && !spark::isSupportedBlock(activationBlock))
     return fail("--activation-block=" + Twine(activationBlock) +
                 " is not supported; expected 32, 64, 128 or 256");
   if (groupSize.getNumOccurrences() && !spark::hasFourBitWeights(scheme))
     return fail("--group-size applies to the 4-bit schemes (--quant=w4a16 or "
                 "w4a8), not --quant=" +
                 quant);
-  if (groupSize != 32 && groupSize != 64 && groupSize != 128 &&
-      groupSize != 256)
+  if (!spark::isSupportedBlock(groupSize))
     return fail("--group-size=" + Twine(groupSize) +
                 " is not supported; expected 32, 64, 128 or 256");
   if (std::optional<spark::AmxKernel> parsed =

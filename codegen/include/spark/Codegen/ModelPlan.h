@@ -36,7 +36,7 @@ struct BuildOptions {
   bool quiet = false;
   AmxKernel amxKernel = AmxKernel::Tiles; // --target=spr: --amx-kernel
   QuantScheme quant = QuantScheme::None;  // --quant
-  int64_t groupSize = 128;              // --group-size (4-bit schemes)
+  int64_t groupSize = kDefaultGroupSize;  // --group-size (4-bit schemes)
   std::vector<std::string> quantRecipe; // --quant-recipe / --quant-override
   /// Calibrated importance of each product's input channels (mean x^2), by
   /// the weight it reads: weights the 4-bit group search (--calib).

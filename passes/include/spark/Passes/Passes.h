@@ -12,6 +12,13 @@
 
 namespace spark {
 
+/// 4-bit weights: weights per group unless --group-size says otherwise.
+constexpr int64_t kDefaultGroupSize = 128;
+/// The sizes a 4-bit group and an int8 activation block may have.
+constexpr bool isSupportedBlock(int64_t n) {
+  return n == 32 || n == 64 || n == 128 || n == 256;
+}
+
 /// --quant (QuantScheme) and --activations (Activations) are enums of the
 /// spark dialect: symbolizeQuantScheme("w4a8"), stringifyActivations(...).
 inline bool hasFourBitWeights(QuantScheme s) {

@@ -145,7 +145,8 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
     Option<"activationBlock", "activation-block", "int64_t", /*default=*/"0",
            "Dynamic int8 activations: one scale per token and block of this "
            "many inputs (32, 64, 128 or 256; 0: one per token)">,
-    Option<"groupSize", "group-size", "int64_t", /*default=*/"128",
+    Option<"groupSize", "group-size", "int64_t",
+           /*default=*/"::spark::kDefaultGroupSize",
            "4-bit schemes: weights per group along the input dimension "
            "(32, 64, 128 or 256)">,
     Option<"activations", "activations", "std::string", /*default=*/"\"\"",
