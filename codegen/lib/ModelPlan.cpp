@@ -700,7 +700,6 @@ llvm::Error Planner::lower(Operation *op) {
     step.kind = Step::Kind::CacheWrite;
     step.cache = cache;
     step.source = activation(write.getValues());
-    step.width = width(write.getValues());
     storage[write.getResult()] = storage.lookup(write.getCache());
   } else if (auto gate = dyn_cast<HeadGateOp>(op)) {
     KernelSpec spec;

@@ -160,9 +160,8 @@ private:
   void emit(const Step &s) {
     Location loc = NameLoc::get(b.getStringAttr(s.comment));
     if (s.kind == Step::Kind::CacheWrite) {
-      View source = s.source;
       kernel::CacheWriteOp::create(
-          b, loc, view(source),
+          b, loc, view(s.source),
           FlatSymbolRefAttr::get(&context, caches[s.cache]));
       return;
     }

@@ -150,7 +150,6 @@ struct Step {
   // CacheWrite: copy each row of `source` into its cache slot.
   int cache = -1;
   View source;
-  int64_t width = 0;
 };
 
 struct ArenaValue {
