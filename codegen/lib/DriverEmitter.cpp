@@ -1,13 +1,23 @@
 //===- DriverEmitter.cpp - generate the step driver, header, manifest -----===//
 //
-// The driver is C: one call per kernel in the order of the step function,
-// with the buffer views, cache slots and arena offsets the plan fixed at
-// compile time. Nothing in it is written by hand per model.
+// The driver is C: the kernel tables and CPU dispatch of the target, the
+// step function (the plan's step lowered to EmitC by
+// spark-lower-step-to-emitc and printed by MLIR's C emitter: one call per
+// kernel in the order of the step, with the buffer views, cache slots and
+// arena offsets the plan fixed at compile time), and the model's tables.
+// The fixed helpers are targets/common/lib/driver_support.h.
 //
 //===----------------------------------------------------------------------===//
 #include "spark/Codegen/Emit.h"
 #include "spark/Codegen/PlanIR.h"
 
+#include "spark/Passes/Passes.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/EmitC/Transforms/Passes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/Cpp/CppEmitter.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -17,13 +27,8 @@
 #include <set>
 
 using namespace llvm;
-using mlir::BlockArgument;
-using mlir::FloatAttr;
-using mlir::IntegerAttr;
 using mlir::MemRefType;
-using mlir::NameLoc;
 using mlir::Operation;
-namespace arith = mlir::arith;
 
 namespace spark {
 
@@ -32,91 +37,6 @@ std::string kernelSymbol(const KernelSpec &k, StringRef variant) {
 }
 
 namespace {
-
-const char *kDriverPrelude = R"(#define _GNU_SOURCE
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "HalideRuntime.h"
-#include "spark/model_abi.h"
-
-extern int halide_set_num_threads(int n);
-extern void spark_pool_set_threads(int n); /* thread_pool.c */
-
-/* Describes host memory as a Halide buffer: dims inner first, min 0. Not
-   inlined: a step calls it a few hundred times (tens of nanoseconds in all),
-   and inlined into every call it doubled the time clang takes over this
-   file. */
-__attribute__((noinline)) static halide_buffer_t *
-spark_view(halide_buffer_t *b, halide_dimension_t *d, const void *host,
-           uint8_t code, uint8_t bits, int rank, const int32_t *extent,
-           const int32_t *stride) {
-  memset(b, 0, sizeof(*b));
-  b->host = (uint8_t *)host;
-  b->type.code = code;
-  b->type.bits = bits;
-  b->type.lanes = 1;
-  b->dimensions = rank;
-  b->dim = d;
-  for (int i = 0; i < rank; ++i) {
-    d[i].min = 0;
-    d[i].extent = extent[i];
-    d[i].stride = stride[i];
-    d[i].flags = 0;
-  }
-  return b;
-}
-
-/* Cache rows of 16-bit elements: each f32 key or value rounded to nearest
-   even (NaN stays NaN, f16 overflow goes to infinity, f16 subnormals kept). */
-static inline uint16_t spark_bf16_bits(float value) {
-  uint32_t x;
-  memcpy(&x, &value, sizeof(x));
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((x >> 16) | 0x40u);
-  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-static inline uint16_t spark_f16_bits(float value) {
-  uint32_t x;
-  memcpy(&x, &value, sizeof(x));
-  const uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-  if (a > 0x7f800000u)
-    return (uint16_t)(sign | 0x7e00u);
-  if (a >= 0x477ff000u) /* 65520 and above (and infinity) */
-    return (uint16_t)(sign | 0x7c00u);
-  if (a >= 0x38800000u) /* a normal f16 */
-    return (uint16_t)(sign | ((a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13));
-  if (a <= 0x33000000u) /* at most half the least subnormal */
-    return (uint16_t)sign;
-  const int shift = 126 - (int)(a >> 23); /* 14 .. 24 */
-  const uint32_t m = (a & 0x7fffffu) | 0x800000u, half = 1u << (shift - 1);
-  const uint32_t rest = m & ((half << 1) - 1u);
-  uint32_t k = m >> shift;
-  if (rest > half || (rest == half && (k & 1u)))
-    ++k;
-  return (uint16_t)(sign | k);
-}
-
-static inline void spark_round_row_bf16(uint16_t *out, const float *in, int n) {
-  for (int i = 0; i < n; ++i)
-    out[i] = spark_bf16_bits(in[i]);
-}
-
-static inline void spark_round_row_f16(uint16_t *out, const float *in, int n) {
-  for (int i = 0; i < n; ++i)
-    out[i] = spark_f16_bits(in[i]);
-}
-)";
-
-/// `value` as an exact C float literal (hexadecimal).
-std::string floatLiteral(float value) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%af", double(value));
-  return text;
-}
 
 /// The C parameter list of a kernel, from a call of it: a Halide buffer per
 /// view, int32_t or float per scalar, the output last.
@@ -197,192 +117,8 @@ public:
     }
   }
 
-  /// What a view's memref says: element offset, inner-first extents and
-  /// strides, and the row stride of a dynamic outermost (rows) dimension.
-  struct Layout {
-    int64_t offset = 0, rowStride = 0;
-    bool hasRows = false;
-    SmallVector<int64_t> extents, strides;
-  };
-  static Layout layoutOf(MemRefType type) {
-    Layout l;
-    SmallVector<int64_t> strides;
-    (void)type.getStridesAndOffset(strides, l.offset);
-    for (size_t i = type.getRank(); i-- > 0;) {
-      if (type.isDynamicDim(i)) {
-        l.hasRows = true;
-        l.rowStride = strides[i];
-        continue;
-      }
-      l.extents.push_back(type.getDimSize(i));
-      l.strides.push_back(strides[i]);
-    }
-    return l;
-  }
-
-  /// Halide type code and bits of a view's elements.
-  static std::pair<int, int> typeOf(mlir::Type element) {
-    if (element.isSignlessInteger(32))
-      return {0, 32};
-    Halide::Type type = halideType(elementDType(element));
-    return {int(type.code()), type.bits()};
-  }
-
-  void viewExpr(kernel::ViewOp v, int slot, const char *rows,
-                const char *firstRow) {
-    const Layout l = layoutOf(v.getType());
-    std::string host;
-    switch (v.getBase()) {
-    case kernel::Buffer::Arena:
-      host = formatv("A + {0} + (size_t)({1}) * {2}", l.offset, firstRow,
-                     l.rowStride);
-      break;
-    case kernel::Buffer::Weight:
-      host = formatv("W[{0}]", tensorIndex.lookup(*v.getSource()));
-      break;
-    case kernel::Buffer::Cache:
-      host = formatv("C[{0}]", cacheIndex.lookup(*v.getSource()));
-      break;
-    case kernel::Buffer::Tokens:
-      host = formatv("ids + ({0})", firstRow);
-      break;
-    case kernel::Buffer::Logits:
-      host = formatv("logits + {0}", l.offset);
-      break;
-    }
-    auto [code, bits] = typeOf(v.getType().getElementType());
-    std::string extents, strides;
-    for (size_t i = 0; i < l.extents.size(); ++i) {
-      extents += formatv("{0}{1}", i ? ", " : "", l.extents[i]);
-      strides += formatv("{0}{1}", i ? ", " : "", l.strides[i]);
-    }
-    size_t rank = l.extents.size();
-    if (l.hasRows) {
-      extents += formatv("{0}{1}", rank ? ", " : "", rows);
-      strides += formatv("{0}{1}", rank ? ", " : "", l.rowStride);
-      ++rank;
-    }
-    os << formatv("spark_view(&b[{0}], d[{0}], {1}, {2}, {3}, {4}, "
-                  "(const int32_t[]){{{5}}, (const int32_t[]){{{6}})",
-                  slot, host, code, bits, rank, extents, strides);
-  }
-
-  /// A scalar operand: the first row's position, the rows a cache holds
-  /// (min(pos0, slots)), or a float constant.
-  void scalarExpr(mlir::Value v) {
-    if (isa<BlockArgument>(v)) {
-      os << "pos0";
-    } else if (auto min = v.getDefiningOp<arith::MinSIOp>()) {
-      int64_t bound =
-          cast<IntegerAttr>(
-              min.getRhs().getDefiningOp<arith::ConstantOp>().getValue())
-              .getInt();
-      os << formatv("(pos0 < {0} ? pos0 : {0})", bound);
-    } else {
-      auto constant = v.getDefiningOp<arith::ConstantOp>();
-      os << floatLiteral(
-          float(cast<FloatAttr>(constant.getValue()).getValueAsDouble()));
-    }
-  }
-
-  void callWith(kernel::CallOp call, StringRef kernel, const char *rows,
-                const char *first, const char *indent) {
-    os << indent << "rc = K->k" << kernelIndex.lookup(kernel) << "(";
-    for (auto [i, operand] : llvm::enumerate(call.getOperands())) {
-      os << (i ? ",\n        " : "") << (i ? indent : "");
-      if (auto view = operand.getDefiningOp<kernel::ViewOp>())
-        viewExpr(view, int(i), rows, first);
-      else
-        scalarExpr(operand);
-    }
-    os << ");\n";
-  }
-
-  static std::string commentOf(Operation *op) {
-    auto name = dyn_cast<NameLoc>(op->getLoc());
-    return name ? name.getName().str() : op->getName().getStringRef().str();
-  }
-
-  void call(kernel::CallOp step, size_t index) {
-    const bool headRows = step.getHeadRows();
-    const char *rows = headRows ? "n_logits" : "n";
-    const char *first = headRows ? "head_row" : "0";
-    if (headRows)
-      os << "  if (n_logits > 0)\n";
-    os << formatv("  /* {0}: {1} */\n  {{\n", index, commentOf(step));
-    os << "    if (profile)\n      started = profile_clock();\n";
-    os << formatv("    halide_buffer_t b[{0}];\n    halide_dimension_t "
-                  "d[{0}][4];\n",
-                  step.getOperands().size());
-    if (std::optional<int64_t> probe = step.getProbeInput()) {
-      // Calibration builds: the product's input.
-      const Layout l = layoutOf(
-          step.getOperands().front().getDefiningOp<kernel::ViewOp>().getType());
-      os << formatv("    if (layer_probe)\n      layer_probe(layer_probe_user, "
-                    "{0}, {1}, {2}, A + {3} + (size_t)({4}) * {5}, {5});\n",
-                    *probe, rows, l.extents.front(), l.offset, first,
-                    l.rowStride);
-    }
-    if (std::optional<StringRef> decode = step.getDecode()) {
-      // Matrix kernels: the GEMV for one row; the blocked GEMM for more, on
-      // a multiple of kPrefillRowMultiple rows (arena values have room).
-      os << "    if (" << rows << " == 1) {\n";
-      callWith(step, *decode, rows, first, "      ");
-      os << "    } else {\n";
-      std::string rounded =
-          formatv("((({0}) + {1}) / {2} * {2})", rows, kPrefillRowMultiple - 1,
-                  kPrefillRowMultiple)
-              .str();
-      callWith(step, step.getKernel(), rounded.c_str(), first, "      ");
-      os << "    }\n";
-    } else {
-      callWith(step, step.getKernel(), rows, first, "    ");
-    }
-    os << "    if (rc != 0)\n      return rc;\n";
-    os << formatv("    if (profile)\n      profile[{0}] += profile_clock() - "
-                  "started;\n",
-                  index);
-    if (std::optional<int64_t> layer = step.getProbeLayer()) {
-      const Layout l = layoutOf(
-          step.getOperands().back().getDefiningOp<kernel::ViewOp>().getType());
-      os << formatv("    if (layer_probe)\n      layer_probe(layer_probe_user, "
-                    "{0}, n, {1}, A + {2}, {3});\n",
-                    *layer, plan.config.hiddenSize, l.offset, l.rowStride);
-    }
-    os << "  }\n";
-  }
-
-  void cacheWrite(kernel::CacheWriteOp write, size_t index) {
-    const int cacheNumber = cacheIndex.lookup(write.getCache());
-    const CacheSpec &cache = plan.caches[cacheNumber];
-    const Layout l = layoutOf(write.getSource().getType());
-    const int64_t width = l.extents.front();
-    os << formatv("  /* {0}: {1} -> cache {2} ({3}, {4} slots) */\n", index,
-                  commentOf(write), cacheNumber, cache.ring ? "ring" : "linear",
-                  cache.slots);
-    std::string slot = cache.ring
-                           ? formatv("(pos0 + t) % {0}", cache.slots).str()
-                           : std::string("pos0 + t");
-    os << "  if (profile)\n    started = profile_clock();\n"
-          "  for (int32_t t = 0; t < n; ++t)\n";
-    if (cache.dtype == DType::F32)
-      os << formatv(
-          "    memcpy((float *)C[{0}] + (size_t)({1}) * {2},\n"
-          "           A + {3} + (size_t)t * {4}, {2} * sizeof(float));\n",
-          cacheNumber, slot, width, l.offset, l.rowStride);
-    else // rounded to the cache's 16-bit type (kDriverPrelude)
-      os << formatv(
-          "    spark_round_row_{5}((uint16_t *)C[{0}] + (size_t)({1}) "
-          "* {2},\n"
-          "        A + {3} + (size_t)t * {4}, {2});\n",
-          cacheNumber, slot, width, l.offset, l.rowStride,
-          cache.dtype == DType::BF16 ? "bf16" : "f16");
-    os << formatv(
-        "  if (profile)\n    profile[{0}] += profile_clock() - started;\n",
-        index);
-  }
-
-  void write(const TargetInfo &target, kernel::PlanOp planOp) {
+  /// The driver around `step`, the step function as C.
+  void write(const TargetInfo &target, kernel::PlanOp planOp, StringRef step) {
     indexSymbols(planOp);
     const std::vector<TargetVariant> &variants = target.variants;
     const std::string env =
@@ -390,7 +126,7 @@ public:
     os << "/* Generated by spark-compile; do not edit. Step driver for a "
        << plan.config.numLayers << "-layer Spark-X2.5 model, target "
        << stringifyTargetKind(plan.options.target) << ". */\n";
-    os << kDriverPrelude << "\n";
+    os << "#include \"driver_support.h\"\n\n";
     os << target.cpuPrelude << "\n";
     // Kernel prototypes and one table per ISA variant.
     std::vector<std::string> prototypes(plan.kernels.size());
@@ -427,10 +163,13 @@ public:
       os << declaration << "\n";
     for (const auto &[name, definition] : wrappers)
       os << definition;
+    os << "\n";
+    for (size_t i = 0; i < plan.kernels.size(); ++i)
+      os << formatv("typedef int (*spark_k{0}_fn)({1}); /* {2} */\n", i,
+                    prototypes[i], plan.kernels[i].name());
     os << "\ntypedef struct spark_kernels {\n  const char *name;\n";
     for (size_t i = 0; i < plan.kernels.size(); ++i)
-      os << formatv("  int (*k{0})({1}); /* {2} */\n", i, prototypes[i],
-                    plan.kernels[i].name());
+      os << formatv("  spark_k{0}_fn k{0};\n", i);
     os << "} spark_kernels;\n\n";
     for (const TargetVariant &variant : variants) {
       os << "static const spark_kernels kernels_" << variant.name << " = {\""
@@ -494,60 +233,7 @@ public:
           "static void set_num_threads(int threads) {\n"
        << (target.threadPool ? "  spark_pool_set_threads(threads);\n}\n\n"
                              : "  halide_set_num_threads(threads);\n}\n\n")
-       << "/* The profile and the layer probe are process-wide and atomic: a\n"
-          " * step() reads each once, at its start (change them between steps\n"
-          " * for a coherent pair). */\n"
-          "static uint64_t *installed_profile;\n"
-          "static uint64_t (*installed_clock)(void);\n\n"
-          "static void set_profile(uint64_t *ns, uint64_t (*clock)(void)) {\n"
-          "  __atomic_store_n(&installed_profile, NULL, __ATOMIC_RELEASE);\n"
-          "  __atomic_store_n(&installed_clock, clock, __ATOMIC_RELEASE);\n"
-          "  __atomic_store_n(&installed_profile, ns, __ATOMIC_RELEASE);\n}\n\n"
-          "static spark_layer_probe installed_probe;\n"
-          "static void *installed_probe_user;\n\n"
-          "static void set_layer_probe(spark_layer_probe probe, void *user) {\n"
-          "  __atomic_store_n(&installed_probe, NULL, __ATOMIC_RELEASE);\n"
-          "  __atomic_store_n(&installed_probe_user, user, __ATOMIC_RELEASE);\n"
-          "  __atomic_store_n(&installed_probe, probe, "
-          "__ATOMIC_RELEASE);\n}\n\n";
-
-    os << "static int step(const void *const *W, void *const *C, void *arena,\n"
-          "                const int32_t *ids, int32_t pos0, int32_t n,\n"
-          "                int32_t n_logits, float *logits) {\n"
-          "  const spark_kernels *K = select_kernels();\n"
-          "  if (!K || n < 1 || n > "
-       << plan.options.maxChunk
-       << " || n_logits < 0 || n_logits > n || pos0 < 0 ||\n      pos0 + n > "
-       << plan.options.maxContext
-       << ")\n    return -1;\n"
-          "  uint64_t *profile = __atomic_load_n(&installed_profile, "
-          "__ATOMIC_ACQUIRE);\n"
-          "  uint64_t (*profile_clock)(void) =\n"
-          "      __atomic_load_n(&installed_clock, __ATOMIC_ACQUIRE);\n"
-          "  spark_layer_probe layer_probe;\n"
-          "  void *layer_probe_user;\n"
-          "  do { /* a pair no set_layer_probe() changed meanwhile */\n"
-          "    layer_probe = __atomic_load_n(&installed_probe, "
-          "__ATOMIC_ACQUIRE);\n"
-          "    layer_probe_user =\n"
-          "        __atomic_load_n(&installed_probe_user, __ATOMIC_ACQUIRE);\n"
-          "  } while (layer_probe !=\n"
-          "           __atomic_load_n(&installed_probe, __ATOMIC_ACQUIRE));\n"
-          "  (void)layer_probe;\n  (void)layer_probe_user;\n"
-          "  float *A = (float *)arena;\n"
-          "  const int32_t head_row = n - n_logits;\n"
-          "  int rc = 0;\n"
-          "  uint64_t started = 0;\n"
-          "  (void)started;\n";
-    // One block per call and cache write of the plan's step.
-    size_t index = 0;
-    planOp.walk([&](Operation *op) {
-      if (auto c = dyn_cast<kernel::CallOp>(op))
-        call(c, index++);
-      else if (auto w = dyn_cast<kernel::CacheWriteOp>(op))
-        cacheWrite(w, index++);
-    });
-    os << "  return rc;\n}\n\n";
+       << step << "\n";
 
     // Tensor and cache tables, and the definition.
     // Every table and the definition by field name (model_abi.h).
@@ -622,10 +308,35 @@ Expected<std::string> emitDriverSource(const ModelPlan &plan,
   Expected<mlir::OwningOpRef<mlir::ModuleOp>> planIR = planToIR(plan, context);
   if (!planIR)
     return planIR.takeError();
-  kernel::PlanOp planOp = *(*planIR)->getOps<kernel::PlanOp>().begin();
+  mlir::ModuleOp module = **planIR;
+  kernel::PlanOp planOp = *module.getOps<kernel::PlanOp>().begin();
+  // The step function: lowered to EmitC, C expressions formed, printed by
+  // MLIR's C emitter.
+  std::string diagnostics;
+  {
+    mlir::PassManager pm(&context);
+    pm.addPass(createSparkLowerStepToEmitC());
+    pm.addNestedPass<mlir::emitc::FuncOp>(
+        mlir::emitc::createFormExpressionsPass());
+    raw_string_ostream diag(diagnostics);
+    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+      diag << d << "\n";
+      return mlir::success();
+    });
+    if (mlir::failed(pm.run(module)))
+      return createStringError(inconvertibleErrorCode(),
+                               "lowering the step to EmitC failed: %s",
+                               diagnostics.c_str());
+  }
+  auto stepFunc = mlir::cast<mlir::emitc::FuncOp>(module.lookupSymbol("step"));
+  std::string step;
+  raw_string_ostream stepOs(step);
+  if (mlir::failed(mlir::emitc::translateToCpp(stepFunc, stepOs)))
+    return createStringError(inconvertibleErrorCode(),
+                             "printing the step function as C failed");
   std::string text;
   raw_string_ostream os(text);
-  DriverWriter(plan, os).write(target, planOp);
+  DriverWriter(plan, os).write(target, planOp, step);
   return text;
 }
 

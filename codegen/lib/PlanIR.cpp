@@ -71,6 +71,7 @@ public:
     b.setInsertionPointToEnd(module->getBody());
     auto planOp =
         kernel::PlanOp::create(b, loc, b.getI64IntegerAttr(plan.arenaFloats),
+                               b.getI64IntegerAttr(plan.options.maxChunk),
                                b.getI64IntegerAttr(arenaRows(
                                    plan.options.maxChunk, kPrefillRowMultiple)),
                                b.getI64IntegerAttr(plan.options.maxContext));

@@ -204,15 +204,19 @@ LogicalResult PlanOp::verifyRegions() {
   }
   if (steps != 1)
     return emitOpError() << "must hold one spark_kernel.step, holds " << steps;
-  if (getMaxRows() < 1 || getArenaFloats() < 0)
-    return emitOpError() << "max_rows must be positive and arena_floats >= 0";
+  const int64_t maxChunk = int64_t(getMaxChunk());
+  if (maxChunk < 1 || int64_t(getMaxRows()) < maxChunk ||
+      int64_t(getMaxContext()) < maxChunk || int64_t(getArenaFloats()) < 0)
+    return emitOpError() << "needs 1 <= max_chunk <= max_rows, max_chunk <= "
+                            "max_context and arena_floats >= 0";
   // Every arena view fits the arena at max_rows rows.
   WalkResult result = walk([&](ViewOp view) {
     if (view.getBase() != Buffer::Arena)
       return WalkResult::advance();
     int64_t offset = 0;
     FailureOr<int64_t> reach = footprint(view.getType(), getMaxRows(), offset);
-    if (failed(reach) || offset < 0 || offset + *reach > getArenaFloats()) {
+    if (failed(reach) || offset < 0 ||
+        offset + *reach > int64_t(getArenaFloats())) {
       view.emitOpError() << "reaches past the arena of " << getArenaFloats()
                          << " floats at " << getMaxRows() << " rows";
       return WalkResult::interrupt();

@@ -26,9 +26,11 @@ std::string dataPath(StringRef relative) {
 }
 
 Error checkDataFiles() {
-  for (const char *file : {"runtime/lib/runtime.c", "runtime/include/spark/runtime.h",
-                           "tools/spark-run/spark-run.c",
-                           "targets/common/lib/microkernel_support.h"})
+  for (const char *file :
+       {"runtime/lib/runtime.c", "runtime/include/spark/runtime.h",
+        "tools/spark-run/spark-run.c",
+        "targets/common/lib/microkernel_support.h",
+        "targets/common/lib/driver_support.h"})
     if (!sys::fs::exists(dataPath(file)))
       return createStringError(
           inconvertibleErrorCode(),

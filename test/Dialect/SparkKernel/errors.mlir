@@ -1,7 +1,7 @@
 // RUN: spark-opt %s -split-input-file -verify-diagnostics
 // One case per verifier error of the spark_kernel dialect.
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{linear kernel: `out` must be positive, got 0}}
   spark_kernel.kernel @k <kind = linear, in = 16>
   spark_kernel.step(%pos0: i32) {}
@@ -9,7 +9,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{rms_norm kernel: only linear kernels have a phase}}
   spark_kernel.kernel @k <kind = rms_norm, phase = decode, in = 16, epsilon = 1.0e-6 : f64>
   spark_kernel.step(%pos0: i32) {}
@@ -17,7 +17,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{linear kernel: ui4 weights and a group size come together (weight_type 'ui4', group 0)}}
   spark_kernel.kernel @k <kind = linear, weight_type = ui4, in = 256, out = 16>
   spark_kernel.step(%pos0: i32) {}
@@ -25,7 +25,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{linear kernel: group 128 does not divide the input width 192}}
   spark_kernel.kernel @k <kind = linear, weight_type = ui4, in = 192, out = 16, group = 128>
   spark_kernel.step(%pos0: i32) {}
@@ -33,7 +33,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{linear kernel: input_block 48 needs int8 inputs and must divide 256}}
   spark_kernel.kernel @k <kind = linear, weight_type = i8, in = 256, out = 16, input_bits = 8, input_block = 48>
   spark_kernel.step(%pos0: i32) {}
@@ -41,7 +41,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{weight_type must be f32, bf16, f16, i8 or ui4, got 'i32'}}
   spark_kernel.kernel @k <kind = embed, weight_type = i32, in = 16, out = 64>
   spark_kernel.step(%pos0: i32) {}
@@ -49,7 +49,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{attention kernel: kv_heads 3 must divide heads 4}}
   spark_kernel.kernel @k <kind = attention, scale = 0.35 : f64, heads = 4, kv_heads = 3, head_dim = 8, slots = 32>
   spark_kernel.step(%pos0: i32) {}
@@ -57,7 +57,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{attention kernel: cache elements must be f32, bf16 or f16, got 'i8'}}
   spark_kernel.kernel @k <kind = attention, weight_type = i8, scale = 0.35 : f64, heads = 4, kv_heads = 2, head_dim = 8, slots = 32>
   spark_kernel.step(%pos0: i32) {}
@@ -65,7 +65,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{rope kernel: rotary_dim 12 must be even and at most head_dim 8}}
   spark_kernel.kernel @k <kind = rope, out = 32, heads = 4, head_dim = 8, rotary_dim = 12, block = 6>
   spark_kernel.step(%pos0: i32) {}
@@ -73,7 +73,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{unary kernel: an exponent `parameter` is given exactly for pow}}
   spark_kernel.kernel @k <kind = unary, in = 16, op = pow>
   spark_kernel.step(%pos0: i32) {}
@@ -81,7 +81,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{binary kernel: op must be add or mul, got rsqrt}}
   spark_kernel.kernel @k <kind = binary, in = 16, lhs_width = 16, rhs_width = 16, op = rsqrt>
   spark_kernel.step(%pos0: i32) {}
@@ -89,7 +89,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.kernel @a <kind = geglu, in = 32>
   // expected-error @+1 {{has the same spec as @a: a plan holds each distinct kernel once}}
   spark_kernel.kernel @b <kind = geglu, in = 32>
@@ -99,19 +99,19 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 // -----
 
 // expected-error @+1 {{must hold one spark_kernel.step, holds 0}}
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
 }
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{takes one argument, the first row's position (i32)}}
   spark_kernel.step(%pos0: i64) {}
 }
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{must be a [slots, kv_heads, head_dim] memref of f32, bf16 or f16, got 'memref<7x16xf32>'}}
   spark_kernel.cache @k : memref<7x16xf32> {layer = 0}
   spark_kernel.step(%pos0: i32) {}
@@ -120,7 +120,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 // -----
 
 // 16 floats x 8 rows from offset 64 need 192 floats.
-spark_kernel.plan attributes {arena_floats = 160, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 160, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.step(%pos0: i32) {
     // expected-error @+1 {{reaches past the arena of 160 floats at 8 rows}}
     %0 = spark_kernel.view arena : memref<?x16xf32, strided<[16, 1], offset: 64>>
@@ -129,7 +129,7 @@ spark_kernel.plan attributes {arena_floats = 160, max_rows = 8, max_context = 32
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.step(%pos0: i32) {
     // expected-error @+1 {{weight views name their tensor or cache}}
     %0 = spark_kernel.view weight : memref<16xf32>
@@ -138,7 +138,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.tensor @w : tensor<16xf32>
   spark_kernel.step(%pos0: i32) {
     // expected-error @+1 {{arena views do not name their tensor or cache}}
@@ -148,7 +148,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.step(%pos0: i32) {
     // expected-error @+1 {{token ids are i32, got 'memref<?xi64>'}}
     %0 = spark_kernel.view tokens : memref<?xi64>
@@ -157,7 +157,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.tensor @w : tensor<16xf32>
   spark_kernel.step(%pos0: i32) {
     // expected-error @+1 {{views of tensors and caches start at their first element, got offset 4}}
@@ -167,7 +167,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.tensor @w : tensor<16xf32>
   spark_kernel.step(%pos0: i32) {
     // expected-error @+1 {{does not fit @w (16 elements of 'f32')}}
@@ -177,7 +177,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.tensor @w : tensor<16xbf16>
   spark_kernel.step(%pos0: i32) {
     // expected-error @+1 {{does not fit @w (16 elements of 'bf16')}}
@@ -187,7 +187,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.tensor @w : tensor<16xf32>
   spark_kernel.step(%pos0: i32) {
     // expected-error @+1 {{names @w, which is not a spark_kernel.cache}}
@@ -197,7 +197,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_rows = 8, max_context = 32} 
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 256, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.tensor @w : tensor<16xf32>
   spark_kernel.step(%pos0: i32) {
     %x = spark_kernel.view arena : memref<?x16xf32>
@@ -209,7 +209,7 @@ spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 256, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.kernel @norm <kind = rms_norm, in = 16, epsilon = 1.0e-6 : f64>
   spark_kernel.step(%pos0: i32) {
     %x = spark_kernel.view arena : memref<?x16xf32>
@@ -220,7 +220,7 @@ spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 256, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.kernel @rope <kind = rope, out = 32, heads = 2, head_dim = 8, rotary_dim = 8, block = 6>
   spark_kernel.step(%pos0: i32) {
     %x = spark_kernel.view arena : memref<?x16xf32>
@@ -231,7 +231,7 @@ spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 256, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.kernel @p <kind = linear, phase = prefill, in = 16, out = 16>
   spark_kernel.kernel @d <kind = linear, phase = decode, in = 16, out = 16>
   spark_kernel.tensor @w : tensor<16x16xf32>
@@ -245,7 +245,7 @@ spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 256, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.kernel @p <kind = linear, phase = prefill, in = 16, out = 16>
   spark_kernel.kernel @d <kind = linear, phase = decode, in = 16, out = 16>
   spark_kernel.tensor @w : tensor<16x16xf32>
@@ -259,7 +259,7 @@ spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 256, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.cache @k : memref<7x2x8xf32> {layer = 0}
   spark_kernel.step(%pos0: i32) {
     %x = spark_kernel.view arena : memref<?x8xf32>
@@ -270,7 +270,7 @@ spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32
 
 // -----
 
-spark_kernel.plan attributes {arena_floats = 256, max_rows = 8, max_context = 32} {
+spark_kernel.plan attributes {arena_floats = 256, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.tensor @w : tensor<16xf32>
   spark_kernel.step(%pos0: i32) {
     %x = spark_kernel.view arena : memref<?x16xf32>

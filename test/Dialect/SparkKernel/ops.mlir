@@ -3,8 +3,8 @@
 // Round trip of every spark_kernel op: a one-layer plan of hidden 16 whose
 // arena holds two values of 16 floats (offsets 0 and 240) at 15 rows.
 
-// CHECK: spark_kernel.plan attributes {arena_floats = 480 : i64, max_context = 32 : i64, max_rows = 15 : i64} {
-spark_kernel.plan attributes {arena_floats = 480, max_rows = 15, max_context = 32} {
+// CHECK: spark_kernel.plan attributes {arena_floats = 480 : i64, max_chunk = 8 : i64, max_context = 32 : i64, max_rows = 15 : i64} {
+spark_kernel.plan attributes {arena_floats = 480, max_chunk = 8, max_rows = 15, max_context = 32} {
   // Fields at their default are not printed.
   // CHECK-NEXT: spark_kernel.kernel @embed <kind = embed, weight_type = ui4, in = 256, out = 64, group = 128, symmetric = true>
   spark_kernel.kernel @embed <kind = embed, weight_type = ui4, in = 256, out = 64, group = 128, symmetric = true, phase = any, ring = false>

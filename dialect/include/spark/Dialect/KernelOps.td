@@ -161,12 +161,14 @@ def Kernel_PlanOp : Kernel_Op<"plan", [SymbolTable, NoTerminator,
                                        NoRegionArguments]> {
   let summary = "a model's kernels, pack tensors, caches and step";
   let description = [{
-    `arena_floats`: the activation arena's size; `max_rows`: the most rows a
-    call runs (the prefill chunk rounded up to the matrix kernels' row
-    multiple); every arena view fits the arena at that many rows.
+    `arena_floats`: the activation arena's size; `max_chunk`: the most
+    tokens one step evaluates; `max_rows`: the most rows a call runs (the
+    chunk rounded up to the matrix kernels' row multiple); every arena view
+    fits the arena at that many rows. `max_context`: the positions a
+    session holds.
   }];
-  let arguments = (ins I64Attr:$arena_floats, I64Attr:$max_rows,
-                       I64Attr:$max_context);
+  let arguments = (ins I64Attr:$arena_floats, I64Attr:$max_chunk,
+                       I64Attr:$max_rows, I64Attr:$max_context);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;

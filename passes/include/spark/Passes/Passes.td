@@ -237,4 +237,32 @@ def SparkPlanMemory : Pass<"spark-plan-memory", "mlir::ModuleOp"> {
   let dependentDialects = ["spark::SparkDialect"];
 }
 
+def SparkLowerStepToEmitC : Pass<"spark-lower-step-to-emitc", "mlir::ModuleOp"> {
+  let summary = "Lower the plan's step to the step function, in EmitC";
+  let description = [{
+    Adds `emitc.func @step` to a module holding one `spark_kernel.plan`: the
+    model ABI's step function (runtime/include/spark/model_abi.h), which the
+    generated driver prints with MLIR's C emitter. Per call: a guard (no call
+    runs after one failed; the head's calls only when logits are wanted),
+    the profile clock, the views as `spark_view()` buffers, the kernel
+    through the table `select_kernels()` chose for the CPU (member `k<i>`
+    for the plan's i-th kernel; a matrix product's decode kernel when the
+    call has one row, else its kernel on the rows rounded up to
+    kPrefillRowMultiple), and the layer probes of calibration builds. Cache
+    writes call `spark_cache_write()`. The helpers are the fixed C of
+    targets/common/lib/driver_support.h.
+
+    ```mlir
+    spark_kernel.call @rms_norm_d16_eps600(%0, %1, %2) : ...   // becomes
+    emitc.if %ok {
+      %views = "emitc.variable"() ... -> !emitc.array<3x!emitc.opaque<"spark_view_t">>
+      ...
+      %r = emitc.call_opaque "SPARK_CALL"(%k1, %v0, %v1, %v2) : ...
+    }
+    ```
+  }];
+  let dependentDialects = ["spark::kernel::KernelDialect",
+                           "mlir::emitc::EmitCDialect"];
+}
+
 #endif // SPARK_PASSES_PASSES_TD

@@ -1,0 +1,189 @@
+/* driver_support.h - the fixed part of every generated step driver.
+ *
+ * spark-compile writes a driver per build (spark_model_driver.c): its kernel
+ * tables and CPU dispatch, the step function lowered from the plan through
+ * MLIR's EmitC dialect (passes/lib/LowerStepToEmitC.cpp), and the model's
+ * definition. What does not depend on the model is here: describing memory
+ * as Halide buffers, writing cache rows, and the profile and layer-probe
+ * hooks a step reads once at its start. The driver includes this file first;
+ * it is compiled into the library with it and nothing else includes it. */
+#ifndef SPARK_DRIVER_SUPPORT_H
+#define SPARK_DRIVER_SUPPORT_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "HalideRuntime.h"
+#include "spark/model_abi.h"
+
+extern int halide_set_num_threads(int n);
+extern void spark_pool_set_threads(int n); /* thread_pool.c */
+
+/* A call through a kernel table's function pointer (EmitC has calls of
+ * named functions only): SPARK_CALL(K->k3, a, b, c) is K->k3(a, b, c). */
+#define SPARK_CALL(kernel, ...) ((kernel)(__VA_ARGS__))
+
+/* One kernel argument: a Halide buffer and its dimensions. */
+typedef struct spark_view_t {
+  halide_buffer_t buffer;
+  halide_dimension_t dim[4];
+} spark_view_t;
+
+/* Describes host memory as a Halide buffer of `rank` dimensions (extent and
+ * stride of each, inner first; those past the rank are ignored), min 0. Not
+ * inlined: a step calls it a few hundred times (tens of nanoseconds in all),
+ * and inlined into every call it doubled the time clang takes over a
+ * driver. */
+__attribute__((noinline)) static halide_buffer_t *
+spark_view(spark_view_t *view, const void *host, int32_t code, int32_t bits,
+           int32_t rank, int32_t e0, int32_t s0, int32_t e1, int32_t s1,
+           int32_t e2, int32_t s2, int32_t e3, int32_t s3) {
+  const int32_t extent[4] = {e0, e1, e2, e3}, stride[4] = {s0, s1, s2, s3};
+  halide_buffer_t *b = &view->buffer;
+  memset(b, 0, sizeof(*b));
+  b->host = (uint8_t *)host;
+  b->type.code = (uint8_t)code;
+  b->type.bits = (uint8_t)bits;
+  b->type.lanes = 1;
+  b->dimensions = rank;
+  b->dim = view->dim;
+  for (int i = 0; i < rank; ++i) {
+    view->dim[i].min = 0;
+    view->dim[i].extent = extent[i];
+    view->dim[i].stride = stride[i];
+    view->dim[i].flags = 0;
+  }
+  return b;
+}
+
+/* Cache rows of 16-bit elements: each f32 key or value rounded to nearest
+   even (NaN stays NaN, f16 overflow goes to infinity, f16 subnormals kept). */
+static inline uint16_t spark_bf16_bits(float value) {
+  uint32_t x;
+  memcpy(&x, &value, sizeof(x));
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((x >> 16) | 0x40u);
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+static inline uint16_t spark_f16_bits(float value) {
+  uint32_t x;
+  memcpy(&x, &value, sizeof(x));
+  const uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+  if (a > 0x7f800000u)
+    return (uint16_t)(sign | 0x7e00u);
+  if (a >= 0x477ff000u) /* 65520 and above (and infinity) */
+    return (uint16_t)(sign | 0x7c00u);
+  if (a >= 0x38800000u) /* a normal f16 */
+    return (uint16_t)(sign |
+                      ((a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13));
+  if (a <= 0x33000000u) /* at most half the least subnormal */
+    return (uint16_t)sign;
+  const int shift = 126 - (int)(a >> 23); /* 14 .. 24 */
+  const uint32_t m = (a & 0x7fffffu) | 0x800000u, half = 1u << (shift - 1);
+  const uint32_t rest = m & ((half << 1) - 1u);
+  uint32_t k = m >> shift;
+  if (rest > half || (rest == half && (k & 1u)))
+    ++k;
+  return (uint16_t)(sign | k);
+}
+
+/* Copies the step's n rows of keys or values (`width` floats each, row t at
+ * src + t * src_stride) into their slots of a cache of `dtype` elements
+ * (SPARK_DTYPE_F32, _BF16 or _F16): slot pos0 + t, modulo ring_slots for a
+ * ring (0 for a linear cache). */
+static inline void spark_cache_write(void *cache, int32_t dtype,
+                                     int32_t ring_slots, int32_t width,
+                                     const float *src, int32_t src_stride,
+                                     int32_t pos0, int32_t n) {
+  for (int32_t t = 0; t < n; ++t) {
+    const int32_t slot = ring_slots ? (pos0 + t) % ring_slots : pos0 + t;
+    const float *row = src + (size_t)t * src_stride;
+    if (dtype == SPARK_DTYPE_F32) {
+      memcpy((float *)cache + (size_t)slot * width, row,
+             (size_t)width * sizeof(float));
+      continue;
+    }
+    uint16_t *out = (uint16_t *)cache + (size_t)slot * width;
+    for (int32_t i = 0; i < width; ++i)
+      out[i] = dtype == SPARK_DTYPE_BF16 ? spark_bf16_bits(row[i])
+                                         : spark_f16_bits(row[i]);
+  }
+}
+
+/* Whether a step's arguments are in range: 0, or -1 (and no call runs). */
+static inline int32_t spark_check_step(const void *kernels, int32_t pos0,
+                                       int32_t n, int32_t n_logits,
+                                       int32_t max_chunk, int32_t max_context) {
+  if (!kernels || n < 1 || n > max_chunk || n_logits < 0 || n_logits > n ||
+      pos0 < 0 || pos0 > max_context - n)
+    return -1;
+  return 0;
+}
+
+/* The profile and the layer probe are process-wide and atomic: a step()
+ * reads each once, at its start (change them between steps for a coherent
+ * pair). */
+static uint64_t *spark_installed_profile;
+static uint64_t (*spark_installed_clock)(void);
+static spark_layer_probe spark_installed_probe;
+static void *spark_installed_probe_user;
+
+static void set_profile(uint64_t *ns, uint64_t (*clock)(void)) {
+  __atomic_store_n(&spark_installed_profile, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&spark_installed_clock, clock, __ATOMIC_RELEASE);
+  __atomic_store_n(&spark_installed_profile, ns, __ATOMIC_RELEASE);
+}
+
+static void set_layer_probe(spark_layer_probe probe, void *user) {
+  __atomic_store_n(&spark_installed_probe, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&spark_installed_probe_user, user, __ATOMIC_RELEASE);
+  __atomic_store_n(&spark_installed_probe, probe, __ATOMIC_RELEASE);
+}
+
+/* What one step reads of the hooks. */
+typedef struct spark_hooks {
+  uint64_t *profile;
+  uint64_t (*clock)(void);
+  spark_layer_probe probe;
+  void *probe_user;
+} spark_hooks;
+
+static inline spark_hooks spark_load_hooks(void) {
+  spark_hooks h;
+  h.profile = __atomic_load_n(&spark_installed_profile, __ATOMIC_ACQUIRE);
+  h.clock = __atomic_load_n(&spark_installed_clock, __ATOMIC_ACQUIRE);
+  do { /* a pair no set_layer_probe() changed meanwhile */
+    h.probe = __atomic_load_n(&spark_installed_probe, __ATOMIC_ACQUIRE);
+    h.probe_user =
+        __atomic_load_n(&spark_installed_probe_user, __ATOMIC_ACQUIRE);
+  } while (h.probe !=
+           __atomic_load_n(&spark_installed_probe, __ATOMIC_ACQUIRE));
+  return h;
+}
+
+/* The clock before call `index` of the profile, and its time added after. */
+static inline uint64_t spark_profile_begin(const spark_hooks *h) {
+  return h->profile ? h->clock() : 0;
+}
+
+static inline void spark_profile_end(const spark_hooks *h, int32_t index,
+                                     uint64_t started) {
+  if (h->profile)
+    h->profile[index] += h->clock() - started;
+}
+
+/* Hands rows [rows][width] (row r at x + r * stride) to the layer probe,
+ * if one is installed, as `id` (a layer, or a matrix input's probe id). */
+static inline void spark_probe(const spark_hooks *h, int32_t id, int32_t rows,
+                               int32_t width, const float *x, int32_t stride) {
+  if (h->probe)
+    h->probe(h->probe_user, id, rows, width, x, stride);
+}
+
+#endif /* SPARK_DRIVER_SUPPORT_H */
