@@ -253,9 +253,10 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
     return driver.takeError();
   if (Error e = writeText(driverSource, *driver))
     return e;
+  std::vector<std::string> driverFlags = userCFlags(plan.options);
+  driverFlags.push_back("-I" + target.microkernelDir); // dispatchHeader
   cJobs.push_back({driverSource, join(objDir, "spark_model_driver.o"),
-                   "compiling the generated step driver",
-                   userCFlags(plan.options), ""});
+                   "compiling the generated step driver", driverFlags, ""});
   if (!plan.options.quiet)
     errs() << formatv("compiling the step driver and {0} other C file(s) in "
                       "the background\n",

@@ -38,23 +38,20 @@ TargetInfo arm64Target() {
   dot.name = "dotprod";
   dot.halide = Target("arm-64-linux-arm_dot_prod-arm_fp16-no_runtime");
   dot.vectorFloats = 8;
-  dot.cpuCondition = "(spark_hwcap & HWCAP_ASIMDDP) && (spark_hwcap & HWCAP_FPHP) "
-                     "&& (spark_hwcap & HWCAP_ASIMDHP)";
+  dot.cpuCheck = "spark_arm64_dotprod"; // arm64_dispatch.h
   dot.int8Dot = true;
   TargetVariant neon;
   neon.name = "neon";
   neon.halide = Target("arm-64-linux-no_runtime");
   neon.vectorFloats = 8;
-  neon.cpuCondition = "1";
+  neon.cpuCheck = "spark_arm64_neon";
   t.variants = {dot, neon};
   t.runtime = Target("arm-64-linux");
   t.cc = SPARK_ARM64_CC;
   t.cflags = {"-fPIC"};
   t.exeFlags = {"-static"};
   t.microkernelDir = dataPath("targets/arm64/lib");
-  t.cpuPrelude = "#include <sys/auxv.h>\n#include <asm/hwcap.h>\n"
-                 "static unsigned long spark_hwcap;\n";
-  t.cpuInit = "spark_hwcap = getauxval(AT_HWCAP);";
+  t.dispatchHeader = "arm64_dispatch.h";
   t.unsupportedMessage = "this library needs an AArch64 CPU";
   t.native = false;
   t.emulator = {"qemu-aarch64-static", "-cpu", "max"};

@@ -31,7 +31,7 @@ TargetInfo hexagonTarget() {
   // run on the scalar core, so they are scheduled without vectorization; the
   // int8 products are where HVX pays (vrmpy microkernels).
   hvx.vectorFloats = 1;
-  hvx.cpuCondition = "1";
+  hvx.cpuCheck = "spark_hexagon_hvx"; // hexagon_dispatch.h
   hvx.int8Dot = true;
   t.variants = {hvx};
   t.runtime = Target("hexagon-32-noos-hvx_128-hvx_v66");
@@ -57,7 +57,7 @@ TargetInfo hexagonTarget() {
   t.exeLibs = {};
   t.threadPool = false; // freestanding, single-threaded
   t.microkernelDir = dataPath("targets/hexagon/lib");
-  t.cpuInit = "";
+  t.dispatchHeader = "hexagon_dispatch.h";
   t.unsupportedMessage = "this library needs a Hexagon v66+ core with HVX";
   t.native = false;
   t.emulator = {"qemu-hexagon-static"};

@@ -17,14 +17,7 @@ std::vector<TargetVariant> hostVariants() {
   avx512.name = "avx512";
   avx512.halide = Target(std::string(base) + "-avx512-avx512_skylake");
   avx512.vectorFloats = 16;
-  avx512.cpuCondition =
-      "__builtin_cpu_supports(\"avx512f\") && "
-      "__builtin_cpu_supports(\"avx512cd\") && "
-      "__builtin_cpu_supports(\"avx512bw\") && "
-      "__builtin_cpu_supports(\"avx512dq\") && "
-      "__builtin_cpu_supports(\"avx512vl\") && "
-      "__builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\") && "
-      "__builtin_cpu_supports(\"f16c\")";
+  avx512.cpuCheck = "spark_x86_avx512"; // x86_dispatch.h
   // Cores with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4) take
   // vdpbf16ps for bf16 weights: one instruction per 32 weights.
   // Cores with AVX512_VNNI (Cascade Lake on) take vpdpbusd for the int8
@@ -32,14 +25,12 @@ std::vector<TargetVariant> hostVariants() {
   // the AVX-512 4-bit kernel for w4a16.
   TargetVariant vnni = avx512;
   vnni.name = "avx512vnni";
-  vnni.cpuCondition =
-      avx512.cpuCondition + " && __builtin_cpu_supports(\"avx512vnni\")";
+  vnni.cpuCheck = "spark_x86_avx512vnni";
   vnni.int8Dot = true;
   vnni.fallback = "avx512";
   TargetVariant bf16 = vnni;
   bf16.name = "avx512bf16";
-  bf16.cpuCondition =
-      vnni.cpuCondition + " && __builtin_cpu_supports(\"avx512bf16\")";
+  bf16.cpuCheck = "spark_x86_avx512bf16";
   bf16.bf16Dot = true;
   bf16.int8Dot = false;
   bf16.fallback = "avx512vnni";
@@ -48,9 +39,7 @@ std::vector<TargetVariant> hostVariants() {
   avx2.halide = Target(base);
   avx2.vectorFloats = 8;
   avx2.avx2Linear = true;
-  avx2.cpuCondition = "__builtin_cpu_supports(\"avx2\") && "
-                      "__builtin_cpu_supports(\"fma\") && "
-                      "__builtin_cpu_supports(\"f16c\")";
+  avx2.cpuCheck = "spark_x86_avx2";
   return {bf16, vnni, avx512, avx2};
 }
 
@@ -69,7 +58,7 @@ std::vector<TargetVariant> variants(TargetKind target, AmxKernel amxKernel) {
                       "avx512_skylake-avx512_cannonlake-avx512_sapphirerapids-"
                       "no_runtime");
   amx.vectorFloats = 16;
-  amx.cpuCondition = "spark_amx_usable()";
+  amx.cpuCheck = "spark_x86_amx";
   amx.matrixTiles = true;
   amx.fallback = "avx512bf16";
   amx.amxKernel = amxKernel;
@@ -341,30 +330,6 @@ void scheduleX86(KernelAlgorithm &k, const TargetVariant &variant) {
   scheduleCpuKernel(k, variant.vectorFloats);
 }
 
-/// The AMX availability check of --target=spr drivers.
-const char *kAmxCheck = R"c(#include <sys/syscall.h>
-#include <unistd.h>
-
-/* AMX code may run only if CPUID.(EAX=7,ECX=0):EDX reports AMX-BF16 (bit 22),
- * AMX-TILE (24) and AMX-INT8 (25), and the kernel grants this process the
- * tile data state (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA,
- * which applications must request even on AMX hardware). NULL when usable. */
-static const char *spark_amx_missing(void) {
-  unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
-    return "AMX not used: CPUID leaf 7 is unavailable";
-  if (!(d & (1u << 22)) || !(d & (1u << 24)) || !(d & (1u << 25)))
-    return "AMX not used: CPUID reports no AMX-TILE/AMX-BF16/AMX-INT8";
-  if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */,
-              18 /* XFEATURE_XTILEDATA */) != 0)
-    return "AMX not used: the kernel refused the tile data state "
-           "(arch_prctl ARCH_REQ_XCOMP_PERM)";
-  return NULL;
-}
-
-static int spark_amx_usable(void) { return spark_amx_missing() == NULL; }
-)c";
-
 } // namespace
 
 TargetInfo x86Target(TargetKind kind, AmxKernel amxKernel) {
@@ -377,12 +342,9 @@ TargetInfo x86Target(TargetKind kind, AmxKernel amxKernel) {
   t.cflags = {"-fPIC"};
   t.exeFlags = {"-static"};
   t.microkernelDir = dataPath("targets/x86/lib");
-  t.cpuPrelude = "#include <cpuid.h>\n";
-  if (t.matrixTiles()) {
-    t.cpuPrelude += kAmxCheck;
-    t.dispatchReason = "spark_amx_missing()";
-  }
-  t.cpuInit = "__builtin_cpu_init();";
+  t.dispatchHeader = "x86_dispatch.h";
+  if (t.matrixTiles())
+    t.dispatchReason = "spark_amx_missing";
   t.unsupportedMessage =
       "this library needs an x86-64 CPU with AVX2, FMA and F16C";
   t.native = true;

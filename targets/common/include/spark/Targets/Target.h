@@ -31,7 +31,9 @@ struct TargetVariant {
   std::string name;         // "avx512", "avx2", "dotprod", ...
   Halide::Target halide;    // what the kernels are compiled for
   int vectorFloats = 8;     // f32 lanes the schedules vectorize by
-  std::string cpuCondition; // C expression, true when this CPU may run it
+  /// The C function (`int f(void)`, in the target's dispatchHeader) that
+  /// tells whether this CPU may run the variant.
+  std::string cpuCheck;
   /// Matrix-tile (AMX) variant: only the kernels compilesKernel() selects
   /// are compiled for it; the others come from `fallback`.
   bool matrixTiles = false;
@@ -79,11 +81,12 @@ struct TargetInfo {
   std::vector<std::string> exeFlags, exeSources;
   std::vector<std::string> exeLibs = {"-lpthread", "-ldl", "-lm"};
   std::string microkernelDir;
-  /// C code the driver needs before the CPU conditions (includes, helpers),
-  /// the statement that runs before them, and what an unsupported CPU is told.
-  std::string cpuPrelude, cpuInit, unsupportedMessage;
-  /// C expression: why the best variant is not in use (a string), or NULL.
-  std::string dispatchReason = "NULL";
+  /// The fixed C header (in microkernelDir) the driver includes for the
+  /// variants' cpuCheck functions, and what an unsupported CPU is told.
+  std::string dispatchHeader, unsupportedMessage;
+  /// A C function of dispatchHeader (`const char *f(void)`): why the best
+  /// variant is not in use, or NULL; empty: the best variant always is.
+  std::string dispatchReason;
   /// Code runs on the build machine: the build also links
   /// libspark_model.so, which spark-run, spark-bench and spark-fidelity load.
   bool native = false;
