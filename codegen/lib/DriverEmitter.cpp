@@ -16,6 +16,7 @@
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/EmitC/Transforms/Passes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -62,7 +63,7 @@ std::string wrapperName(const KernelSpec &k, const Microkernel &m) {
 std::string symbolFor(const TargetInfo &target, const TargetVariant &variant,
                       const KernelSpec &k) {
   if (const Microkernel *m = target.microkernelFor(variant, k))
-    return m->wrapper ? wrapperName(k, *m) : m->symbol;
+    return m->arguments ? wrapperName(k, *m) : m->symbol;
   if (target.compilesKernel(variant, k))
     return kernelSymbol(k, variant.name);
   for (const TargetVariant &other : target.variants)
@@ -101,6 +102,151 @@ const char *callKind(const ModelPlan &plan, const Step &step) {
   return "other";
 }
 
+/// The declarations of the compiled kernels and the microkernels, and the
+/// wrappers of microkernels that take the layer's constants (one per kernel,
+/// with the kernel's interface), as EmitC functions printed by MLIR's C
+/// emitter.
+class KernelDeclarations {
+public:
+  explicit KernelDeclarations(mlir::MLIRContext *context)
+      : context(context), b(context),
+        module(mlir::ModuleOp::create(mlir::UnknownLoc::get(context))) {
+    context->loadDialect<mlir::emitc::EmitCDialect>();
+    b.setInsertionPointToEnd(module->getBody());
+  }
+
+  /// The C argument types of a kernel, from one call of it: a Halide
+  /// buffer per view, float or int32_t per scalar.
+  SmallVector<mlir::Type> argumentTypes(kernel::CallOp call) {
+    SmallVector<mlir::Type> types;
+    for (mlir::Type type : call.getOperandTypes())
+      types.push_back(isa<MemRefType>(type) ? buffer()
+                      : type.isF32()        ? mlir::Type(b.getF32Type())
+                                            : mlir::Type(b.getI32Type()));
+    return types;
+  }
+
+  /// Declares `symbol` (once): `int symbol(types...)`.
+  Error declare(const std::string &symbol, ArrayRef<mlir::Type> types) {
+    return declaration(symbol, types).takeError();
+  }
+
+  /// Declares `m` (once) and defines `name`, kernel `spec`'s wrapper of it;
+  /// `call` is one call of the kernel (its argument types).
+  Error wrap(const Microkernel &m, const std::string &name,
+             const KernelSpec &spec, kernel::CallOp call) {
+    if (wrapped.count(name))
+      return Error::success();
+    mlir::Location loc = b.getUnknownLoc();
+    mlir::Type i32 = b.getI32Type();
+    mlir::Type buffer = this->buffer();
+    SmallVector<mlir::Type> kernelTypes = argumentTypes(call);
+    const std::vector<MicrokernelArg> args = m.arguments(spec);
+    SmallVector<mlir::Type> types;
+    for (const MicrokernelArg &arg : args) {
+      switch (arg.kind) {
+      case MicrokernelArg::Kind::Operand:
+        if (arg.operand < 0 || arg.operand >= int64_t(kernelTypes.size()))
+          return createStringError(
+              inconvertibleErrorCode(),
+              "microkernel %s: argument %lld of kernel %s, which has %zu",
+              m.symbol, (long long)arg.operand, spec.name().c_str(),
+              kernelTypes.size());
+        types.push_back(kernelTypes[arg.operand]);
+        break;
+      case MicrokernelArg::Kind::NullBuffer:
+        types.push_back(buffer);
+        break;
+      case MicrokernelArg::Kind::Float:
+        types.push_back(b.getF32Type());
+        break;
+      case MicrokernelArg::Kind::Int:
+        types.push_back(i32);
+        break;
+      }
+    }
+    Expected<mlir::emitc::FuncOp> callee = declaration(m.symbol, types);
+    if (!callee)
+      return callee.takeError();
+    auto wrapper = mlir::emitc::FuncOp::create(
+        b, loc, name, b.getFunctionType(kernelTypes, {i32}));
+    wrapper.setSpecifiersAttr(b.getStrArrayAttr({"static"}));
+    mlir::Block *entry = wrapper.addEntryBlock();
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(entry);
+    SmallVector<mlir::Value> operands;
+    for (auto [arg, type] : llvm::zip(args, types)) {
+      switch (arg.kind) {
+      case MicrokernelArg::Kind::Operand:
+        operands.push_back(entry->getArgument(arg.operand));
+        break;
+      case MicrokernelArg::Kind::NullBuffer:
+        operands.push_back(mlir::emitc::LiteralOp::create(
+            b, loc, type, b.getStringAttr("NULL")));
+        break;
+      case MicrokernelArg::Kind::Float:
+        operands.push_back(mlir::emitc::ConstantOp::create(
+            b, loc, type, b.getF32FloatAttr(float(arg.value))));
+        break;
+      case MicrokernelArg::Kind::Int:
+        operands.push_back(mlir::emitc::LiteralOp::create(
+            b, loc, type, b.getStringAttr(std::to_string(int64_t(arg.value)))));
+        break;
+      }
+    }
+    auto result =
+        mlir::emitc::CallOp::create(b, loc, *callee, operands).getResult(0);
+    mlir::emitc::ReturnOp::create(b, loc, result);
+    wrapped.insert(name);
+    return Error::success();
+  }
+
+  /// The declarations and wrappers, in the order made, as C.
+  Error print(raw_ostream &os) {
+    if (mlir::failed(mlir::verify(*module)))
+      return createStringError(inconvertibleErrorCode(),
+                               "the microkernel wrappers do not verify");
+    for (mlir::Operation &op : module->getBody()->getOperations())
+      if (mlir::failed(mlir::emitc::translateToCpp(&op, os)))
+        return createStringError(inconvertibleErrorCode(),
+                                 "printing the microkernel wrappers failed");
+    return Error::success();
+  }
+
+private:
+  mlir::Type buffer() {
+    return mlir::emitc::PointerType::get(
+        mlir::emitc::OpaqueType::get(context, "halide_buffer_t"));
+  }
+
+  /// The declaration of `symbol`, made on first use; an error when it was
+  /// declared with other argument types.
+  Expected<mlir::emitc::FuncOp> declaration(const std::string &symbol,
+                                            ArrayRef<mlir::Type> types) {
+    auto type = b.getFunctionType(types, {b.getI32Type()});
+    auto [it, inserted] = declared.try_emplace(symbol);
+    if (inserted) {
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToEnd(module->getBody());
+      it->second =
+          mlir::emitc::FuncOp::create(b, b.getUnknownLoc(), symbol, type);
+      it->second.setSpecifiersAttr(b.getStrArrayAttr({"extern"}));
+      it->second.setPrivate();
+    } else if (it->second.getFunctionType() != type) {
+      return createStringError(inconvertibleErrorCode(),
+                               "%s is called with two sets of argument types",
+                               symbol.c_str());
+    }
+    return it->second;
+  }
+
+  mlir::MLIRContext *context;
+  mlir::OpBuilder b;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::map<std::string, mlir::emitc::FuncOp> declared;
+  std::set<std::string> wrapped;
+};
+
 class DriverWriter {
 public:
   DriverWriter(const ModelPlan &plan, raw_ostream &os) : plan(plan), os(os) {}
@@ -118,7 +264,7 @@ public:
   }
 
   /// The driver around `step`, the step function as C.
-  void write(const TargetInfo &target, kernel::PlanOp planOp, StringRef step) {
+  Error write(const TargetInfo &target, kernel::PlanOp planOp, StringRef step) {
     indexSymbols(planOp);
     const std::vector<TargetVariant> &variants = target.variants;
     const std::string env =
@@ -130,39 +276,40 @@ public:
        << "\"\n\n";
     // Kernel prototypes and one table per ISA variant.
     std::vector<std::string> prototypes(plan.kernels.size());
+    std::vector<kernel::CallOp> calls(plan.kernels.size()); // one of each
     planOp.walk([&](kernel::CallOp call) {
+      calls[kernelIndex.lookup(call.getKernel())] = call;
       prototypes[kernelIndex.lookup(call.getKernel())] = prototype(call);
-      if (std::optional<StringRef> decode = call.getDecode())
+      if (std::optional<StringRef> decode = call.getDecode()) {
+        calls[kernelIndex.lookup(*decode)] = call;
         prototypes[kernelIndex.lookup(*decode)] = prototype(call);
+      }
     });
+    // The compiled kernels and the microkernels, declared; a microkernel
+    // takes the arguments of the kernels it stands for, and one taking the
+    // layer's constants is called through a wrapper per kernel (EmitC
+    // functions, printed as C).
+    KernelDeclarations declarations(planOp.getContext());
     for (const TargetVariant &variant : variants)
       for (size_t i = 0; i < plan.kernels.size(); ++i)
         if (target.compilesKernel(variant, plan.kernels[i]))
-          os << "extern int " << kernelSymbol(plan.kernels[i], variant.name)
-             << "(" << prototypes[i] << ");\n";
-    // A microkernel takes the arguments of the kernels it stands for.
-    // One taking the layer's constants is declared as it is, and called
-    // through a wrapper per kernel.
-    std::map<std::string, std::string> microkernels, wrappers;
-    std::set<std::string> declarations;
+          if (Error e = declarations.declare(
+                  kernelSymbol(plan.kernels[i], variant.name),
+                  declarations.argumentTypes(calls[i])))
+            return e;
     for (const TargetVariant &variant : variants)
       for (size_t i = 0; i < plan.kernels.size(); ++i)
         if (const Microkernel *m =
-                target.microkernelFor(variant, plan.kernels[i])) {
-          if (!m->wrapper) {
-            microkernels[m->symbol] = prototypes[i];
-            continue;
-          }
-          declarations.insert(m->declaration);
-          std::string name = wrapperName(plan.kernels[i], *m);
-          wrappers[name] = m->wrapper(plan.kernels[i], name);
-        }
-    for (const auto &[symbol, arguments] : microkernels)
-      os << "extern int " << symbol << "(" << arguments << ");\n";
-    for (const std::string &declaration : declarations)
-      os << declaration << "\n";
-    for (const auto &[name, definition] : wrappers)
-      os << definition;
+                target.microkernelFor(variant, plan.kernels[i]))
+          if (Error e =
+                  m->arguments
+                      ? declarations.wrap(*m, wrapperName(plan.kernels[i], *m),
+                                          plan.kernels[i], calls[i])
+                      : declarations.declare(
+                            m->symbol, declarations.argumentTypes(calls[i])))
+            return e;
+    if (Error e = declarations.print(os))
+      return e;
     os << "\n";
     for (size_t i = 0; i < plan.kernels.size(); ++i)
       os << formatv("typedef int (*spark_k{0}_fn)({1}); /* {2} */\n", i,
@@ -289,6 +436,7 @@ public:
         uint64_t(plan.arenaFloats) * 4, plan.tensors.size(), plan.caches.size(),
         prefillRows(plan.options.maxChunk), plan.steps.size(),
         plan.options.entryPoint);
+    return Error::success();
   }
 
 private:
@@ -333,7 +481,8 @@ Expected<std::string> emitDriverSource(const ModelPlan &plan,
                              "printing the step function as C failed");
   std::string text;
   raw_string_ostream os(text);
-  DriverWriter(plan, os).write(target, planOp, step);
+  if (Error e = DriverWriter(plan, os).write(target, planOp, step))
+    return e;
   return text;
 }
 

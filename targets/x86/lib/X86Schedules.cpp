@@ -71,43 +71,22 @@ bool isBF16Prefill(const KernelSpec &spec) {
          spec.weightType == DType::BF16;
 }
 
-/// The driver's wrapper of an x86 attention microkernel (`symbol`) for one
-/// attention kernel: its interface, with the layer's scale, window and cache
-/// layout passed.
-std::string attentionWrapper(const KernelSpec &spec, const std::string &name,
-                             const char *symbol) {
-  char scale[64];
-  std::snprintf(scale, sizeof(scale), "%af", double(float(spec.scale)));
-  return std::string("static int ") + name +
-         "(halide_buffer_t *q, halide_buffer_t *k, halide_buffer_t *v,\n"
-         "    halide_buffer_t *k_cache, halide_buffer_t *v_cache, " +
-         (spec.gated ? "halide_buffer_t *gate, " : "") +
-         "int32_t pos0,\n    int32_t cached, halide_buffer_t *out) {\n"
-         "  return " +
-         symbol + "(q, k, v, k_cache, v_cache, " +
-         (spec.gated ? "gate" : "NULL") + ", pos0, cached, out,\n      " +
-         scale + ", " + std::to_string(spec.window) + ", " +
-         (spec.ring ? "1" : "0") + ");\n}\n";
+/// The arguments of an x86 attention microkernel (x86_attention.h) for an
+/// attention kernel: the kernel's q, k, v, caches, gate (a null buffer when
+/// the layer has none), pos0, cached rows and output, then the layer's
+/// scale, window (0: full) and cache layout (1: ring).
+std::vector<MicrokernelArg> attentionArguments(const KernelSpec &spec) {
+  using A = MicrokernelArg;
+  std::vector<A> args = {A::of(0), A::of(1), A::of(2), A::of(3), A::of(4)};
+  int64_t next = 5;
+  args.push_back(spec.gated ? A::of(next++) : A::null());
+  for (int i = 0; i < 3; ++i) // pos0, cached, out
+    args.push_back(A::of(next++));
+  args.push_back(A::f32(spec.scale));
+  args.push_back(A::i32(spec.window));
+  args.push_back(A::i32(spec.ring ? 1 : 0));
+  return args;
 }
-
-std::string avx2AttentionWrapper(const KernelSpec &spec,
-                                 const std::string &name) {
-  return attentionWrapper(spec, name, "spark_avx2_attention");
-}
-
-std::string avx512AttentionWrapper(const KernelSpec &spec,
-                                   const std::string &name) {
-  return attentionWrapper(spec, name, "spark_avx512_attention");
-}
-
-/// The C declaration of an x86 attention microkernel named `symbol` (a
-/// string literal): the attention kernel's interface plus the layer's scale,
-/// window and cache layout (x86_attention.h).
-#define SPARK_ATTENTION_DECLARATION(symbol)                                    \
-  "extern int " symbol "(halide_buffer_t *, halide_buffer_t *,\n"              \
-  "    halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,\n"             \
-  "    halide_buffer_t *, int32_t, int32_t, halide_buffer_t *, float,\n"       \
-  "    int32_t, int32_t);"
 
 /// Whether an x86 attention microkernel takes `spec`: f32 caches, head_dim
 /// a multiple of 8, up to 16 query heads per key / value head; with
@@ -148,12 +127,10 @@ const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
       {"spark_avx2_linear_w8a16_xf16", "avx2_linear.c", flags}};
   static const Microkernel bf16 = {"spark_avx2_linear_bf16", "avx2_linear.c",
                                    flags};
-  static const Microkernel attention = {
-      "spark_avx2_attention",
-      "avx2_attention.c",
-      {"-mavx2", "-mfma"},
-      SPARK_ATTENTION_DECLARATION("spark_avx2_attention"),
-      avx2AttentionWrapper};
+  static const Microkernel attention = {"spark_avx2_attention",
+                                        "avx2_attention.c",
+                                        {"-mavx2", "-mfma"},
+                                        attentionArguments};
   if (spec.kind == KernelKind::Attention)
     return attentionFits(spec, false) ? &attention : nullptr;
   if (spec.kind != KernelKind::Linear || spec.out % 4 != 0)
@@ -214,8 +191,7 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
       "spark_avx512_attention",
       "avx512_attention.c",
       {"-mavx512f", "-mavx2", "-mfma", "-mf16c"},
-      SPARK_ATTENTION_DECLARATION("spark_avx512_attention"),
-      avx512AttentionWrapper};
+      attentionArguments};
   // The avx2 variant runs on CPUs without AVX-512: none of the kernels
   // below may serve it.
   if (variant.avx2Linear)

@@ -52,18 +52,34 @@ struct TargetVariant {
   bool avx2Linear = false;
 };
 
+/// One argument of a microkernel that takes more than its kernel's
+/// interface: one of the kernel's arguments, a null buffer, or one of the
+/// layer's constants (what Halide bakes into each kernel).
+struct MicrokernelArg {
+  enum class Kind { Operand, NullBuffer, Float, Int } kind;
+  int64_t operand = 0; // Operand: the kernel's argument number
+  double value = 0;    // Float (as a C float) or Int (an int32_t)
+
+  static MicrokernelArg of(int64_t operand) {
+    return {Kind::Operand, operand, 0};
+  }
+  static MicrokernelArg null() { return {Kind::NullBuffer, 0, 0}; }
+  static MicrokernelArg f32(double value) { return {Kind::Float, 0, value}; }
+  static MicrokernelArg i32(int64_t value) {
+    return {Kind::Int, 0, double(value)};
+  }
+};
+
 /// A hand-written kernel behind the Halide kernel interface.
 struct Microkernel {
   const char *symbol;
   const char *source;              // file name in the target's microkernel dir
   std::vector<const char *> flags; // C compiler flags it needs
-  /// A microkernel that also takes the layer's constants (what Halide bakes
-  /// into each kernel): the C declaration of `symbol`, and a static wrapper
-  /// named `name` with the kernel's own interface that passes them. The
-  /// driver defines one wrapper per kernel and calls it.
-  const char *declaration = nullptr;
-  std::string (*wrapper)(const KernelSpec &spec,
-                         const std::string &name) = nullptr;
+  /// A microkernel that takes the layer's constants: its arguments for a
+  /// kernel. The driver declares `symbol` and defines one wrapper per
+  /// kernel, with the kernel's interface, that calls it with these
+  /// arguments; null: the microkernel has the kernel's interface.
+  std::vector<MicrokernelArg> (*arguments)(const KernelSpec &spec) = nullptr;
 };
 
 struct TargetInfo {
