@@ -72,34 +72,16 @@ std::string symbolFor(const TargetInfo &target, const TargetVariant &variant,
   return kernelSymbol(k, variant.fallback);
 }
 
-/// What a step runs, as profiles name it (spark_call_def::kind).
-const char *callKind(const ModelPlan &plan, const Step &step) {
-  if (step.kind == Step::Kind::CacheWrite)
-    return "cache_write";
-  const KernelSpec &k = plan.kernels[step.kernel];
-  switch (k.kind) {
-  case KernelKind::Embed:
-    return "embed";
-  case KernelKind::RMSNorm:
-    return "rms_norm";
-  case KernelKind::Linear:
-    return step.headRows ? "head" : "linear";
-  case KernelKind::Rope:
-    return "rope";
-  case KernelKind::Attention:
-    return "attention";
-  case KernelKind::HeadGate:
-    return "head_gate";
-  case KernelKind::Geglu:
-    return "geglu";
-  case KernelKind::Binary:
-    return k.op == ElementwiseOp::Add ? "add" : "mul";
-  case KernelKind::Unary:
-    return "unary";
-  case KernelKind::Mean:
-    return "mean";
-  }
-  return "other";
+/// What a call runs, as profiles name it (spark_call_def::kind): the
+/// kernel's kind; a matrix product on the head's rows is the "head", an
+/// elementwise binary kernel its operation.
+std::string callKind(kernel::KernelOp callee, kernel::CallOp call) {
+  kernel::SpecAttr spec = callee.getSpec();
+  if (spec.getKind() == kernel::Kind::Binary)
+    return kernel::stringifyElementwise(spec.getOp()).str();
+  if (spec.getKind() == kernel::Kind::Linear && call.getHeadRows())
+    return "head";
+  return kernel::stringifyKind(spec.getKind()).str();
 }
 
 /// The declarations of the compiled kernels and the microkernels, and the
@@ -254,12 +236,15 @@ public:
   /// Indices of the plan's kernels, tensors and caches by symbol.
   void indexSymbols(kernel::PlanOp planOp) {
     for (Operation &op : planOp.getBody().front()) {
-      if (auto k = dyn_cast<kernel::KernelOp>(op))
+      if (auto k = dyn_cast<kernel::KernelOp>(op)) {
         kernelIndex[k.getSymName()] = int(kernelIndex.size());
-      else if (auto t = dyn_cast<kernel::TensorOp>(op))
+        kernels[k.getSymName()] = k;
+      } else if (auto t = dyn_cast<kernel::TensorOp>(op))
         tensorIndex[t.getSymName()] = int(tensorIndex.size());
-      else if (auto c = dyn_cast<kernel::CacheOp>(op))
+      else if (auto c = dyn_cast<kernel::CacheOp>(op)) {
         cacheIndex[c.getSymName()] = int(cacheIndex.size());
+        caches[c.getSymName()] = c;
+      }
     }
   }
 
@@ -396,10 +381,25 @@ public:
                     c.ring ? "SPARK_CACHE_RING" : "SPARK_CACHE_LINEAR", c.slots,
                     c.kvHeads, c.headDim, dtypeName(c.dtype));
     os << "};\n\n";
+    // One entry per call and cache write of the plan's step, in order.
     os << "static const spark_call_def calls[] = {\n";
-    for (const Step &s : plan.steps)
-      os << formatv("    {{.kind = \"{0}\", .layer = {1}},\n",
-                    callKind(plan, s), s.layer);
+    size_t steps = 0;
+    planOp.walk([&](Operation *op) {
+      std::string kind;
+      int64_t layer = -1;
+      if (auto call = dyn_cast<kernel::CallOp>(op)) {
+        kind = callKind(kernels.lookup(call.getKernel()), call);
+        if (std::optional<uint64_t> l = call.getLayer())
+          layer = int64_t(*l);
+      } else if (auto write = dyn_cast<kernel::CacheWriteOp>(op)) {
+        kind = "cache_write";
+        layer = int64_t(caches.lookup(write.getCache()).getLayer());
+      } else {
+        return;
+      }
+      os << formatv("    {{.kind = \"{0}\", .layer = {1}},\n", kind, layer);
+      ++steps;
+    });
     os << "};\n\n";
     os << formatv(
         "static const spark_model_def definition = {{\n"
@@ -434,8 +434,7 @@ public:
         plan.config.vocabSize, plan.config.hiddenSize, plan.config.numLayers,
         plan.options.maxContext, plan.options.maxChunk,
         uint64_t(plan.arenaFloats) * 4, plan.tensors.size(), plan.caches.size(),
-        prefillRows(plan.options.maxChunk), plan.steps.size(),
-        plan.options.entryPoint);
+        prefillRows(plan.options.maxChunk), steps, plan.options.entryPoint);
     return Error::success();
   }
 
@@ -443,6 +442,8 @@ private:
   const ModelPlan &plan;
   raw_ostream &os;
   llvm::StringMap<int> kernelIndex, tensorIndex, cacheIndex;
+  llvm::StringMap<kernel::KernelOp> kernels;
+  llvm::StringMap<kernel::CacheOp> caches;
 };
 
 } // namespace

@@ -128,27 +128,27 @@ private:
     emitc::VerbatimOp::create(b, b.getStringAttr("/* " + text + " */"));
   }
 
+  /// pointers[index], of the step's weight or cache pointers.
+  Value pointerAt(Value pointers, int index) {
+    return load(emitc::SubscriptOp::create(
+        b, cast<TypedValue<emitc::PointerType>>(pointers), i32c(index)));
+  }
+
   /// The host pointer of a view of `rows` rows from row `first` (null:
   /// row 0).
   FailureOr<Value> host(kernel::ViewOp v, const Layout &l, Value first) {
     switch (v.getBase()) {
     case kernel::Buffer::Arena:
       return offset(offset(arena, l.offset), first, l.rowStride);
-    case kernel::Buffer::Weight: {
-      auto it = tensorIndex.find(*v.getSource());
-      if (it == tensorIndex.end())
-        return v.emitOpError("names no spark_kernel.tensor of the plan");
-      Value slot = emitc::SubscriptOp::create(
-          b, cast<TypedValue<emitc::PointerType>>(weights), i32c(it->second));
-      return load(slot);
-    }
+    case kernel::Buffer::Weight:
     case kernel::Buffer::Cache: {
-      auto it = cacheIndex.find(*v.getSource());
-      if (it == cacheIndex.end())
-        return v.emitOpError("names no spark_kernel.cache of the plan");
-      Value slot = emitc::SubscriptOp::create(
-          b, cast<TypedValue<emitc::PointerType>>(caches), i32c(it->second));
-      return load(slot);
+      const bool weight = v.getBase() == kernel::Buffer::Weight;
+      const llvm::StringMap<int> &index = weight ? tensorIndex : cacheIndex;
+      auto it = index.find(*v.getSource());
+      if (it == index.end())
+        return v.emitOpError("names no spark_kernel.")
+               << (weight ? "tensor" : "cache") << " of the plan";
+      return pointerAt(weight ? weights : caches, it->second);
     }
     case kernel::Buffer::Tokens:
       if (!first)
@@ -353,10 +353,8 @@ LogicalResult StepLowering::lowerCacheWrite(kernel::CacheWriteOp op,
   return ifThen(ok(), [&]() -> LogicalResult {
     Value started = call(b.getIntegerType(64, /*isSigned=*/false),
                          "spark_profile_begin", hooks);
-    Value slot = emitc::SubscriptOp::create(
-        b, cast<TypedValue<emitc::PointerType>>(caches), i32c(it->second));
     callVoid("spark_cache_write",
-             {load(slot), literal(i32, dtype),
+             {pointerAt(caches, it->second), literal(i32, dtype),
               i32c(cache.getRing() ? slots : 0), i32c(l.extents.front()),
               offset(arena, l.offset), i32c(l.rowStride), pos0, n});
     callVoid("spark_profile_end", {hooks, i32c(index), started});

@@ -210,7 +210,10 @@ TEST(PackTensorElements, RangesAcrossStackedParts) {
     codes.groupScales.push_back(0.1f + 0.01f * float(g));
     codes.groupZeros.push_back(float(g % 16));
   }
-  const int64_t start = cols / 2 + 5, count = 2 * cols; // bytes
+  // Bytes 37 to 132 of 5 rows of 32: from the middle of row 1 across the
+  // parts' boundary (byte 96, row 3) to the middle of row 4.
+  const int64_t start = cols / 2 + 5, count = 3 * cols / 2; // bytes
+  ASSERT_LE(start + count, rows * cols / 2);
   std::vector<float> bytes(count);
   codes.readElements(start, count, bytes.data());
   for (int64_t i = 0; i < count; ++i) {

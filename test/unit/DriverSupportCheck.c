@@ -1,0 +1,62 @@
+/* DriverSupportCheck.c - targets/common/lib/driver_support.h compiled as C,
+ * as generated drivers compile it, with its helpers exported for
+ * DriverSupportTest.cpp (which sees Halide's buffer type as C++ does). */
+#include "driver_support.h"
+
+int32_t check_step_of(const void *kernels, int32_t pos0, int32_t n,
+                      int32_t n_logits, int32_t max_chunk,
+                      int32_t max_context) {
+  return spark_check_step(kernels, pos0, n, n_logits, max_chunk, max_context);
+}
+
+void cache_write_of(void *cache, int32_t dtype, int32_t ring_slots,
+                    int32_t width, const float *src, int32_t src_stride,
+                    int32_t pos0, int32_t n) {
+  spark_cache_write(cache, dtype, ring_slots, width, src, src_stride, pos0, n);
+}
+
+int32_t dtype_code(char which) {
+  return which == 'f'   ? SPARK_DTYPE_F32
+         : which == 'b' ? SPARK_DTYPE_BF16
+                        : SPARK_DTYPE_F16;
+}
+
+/* A view of `rank` dimensions of `host` in `storage` (a spark_view_t);
+ * writes its type, dimensions and each dimension's min, extent, stride and
+ * flags to `out` (3 + 4 x rank values), and whether buffer.dim points into
+ * the storage. */
+int view_of(void *storage, const void *host, int32_t code, int32_t bits,
+            int32_t rank, const int32_t *extent_stride, int64_t *out) {
+  spark_view_t *view = (spark_view_t *)storage;
+  const int32_t *e = extent_stride;
+  halide_buffer_t *b = spark_view(view, host, code, bits, rank, e[0], e[1],
+                                  e[2], e[3], e[4], e[5], e[6], e[7]);
+  out[0] = b->type.code;
+  out[1] = b->type.bits;
+  out[2] = b->type.lanes;
+  for (int i = 0; i < rank; ++i) {
+    out[3 + 4 * i] = b->dim[i].min;
+    out[4 + 4 * i] = b->dim[i].extent;
+    out[5 + 4 * i] = b->dim[i].stride;
+    out[6 + 4 * i] = (int64_t)b->dim[i].flags;
+  }
+  return b == &view->buffer && b->dim == view->dim &&
+         b->host == (uint8_t *)host && b->dimensions == rank &&
+         b->device == 0 && b->flags == 0;
+}
+
+size_t view_size(void) { return sizeof(spark_view_t); }
+
+/* The hooks as a step sees them: installs them, loads them as a step does,
+ * then times one call (begin at the clock's first reading, end at its
+ * second) as call `index`, and hands `rows` to the probe as `layer`. */
+void step_with_hooks(uint64_t *ns, uint64_t (*clock)(void),
+                     spark_layer_probe probe, void *user, int32_t index,
+                     int32_t layer, const float *rows) {
+  set_profile(ns, clock);
+  set_layer_probe(probe, user);
+  spark_hooks h = spark_load_hooks();
+  const uint64_t started = spark_profile_begin(&h);
+  spark_profile_end(&h, index, started);
+  spark_probe(&h, layer, 2, 2, rows, 3);
+}
