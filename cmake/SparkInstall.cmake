@@ -31,6 +31,7 @@ foreach(dir common x86 arm64 hexagon)
           FILES_MATCHING PATTERN "*.c" PATTERN "*.h")
 endforeach()
 install(DIRECTORY targets/hexagon/libc DESTINATION ${SPARK_INSTALL_DATADIR}/targets/hexagon)
+install(DIRECTORY targets/hexagon/s25 DESTINATION ${SPARK_INSTALL_DATADIR}/targets/hexagon)
 
 install(EXPORT SparkTools NAMESPACE Spark:: DESTINATION ${SPARK_INSTALL_CMAKEDIR})
 install(EXPORT SparkLibraries NAMESPACE Spark:: DESTINATION ${SPARK_INSTALL_CMAKEDIR})

@@ -19,6 +19,7 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.spark_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%spark_src", config.spark_src_root))
 config.substitutions.append(("%reference",
                              config.python_executable + " " +
                              os.path.join(config.spark_src_root, "tools", "reference",

@@ -8,6 +8,7 @@
 #include "spark/Codegen/PackReader.h"
 #include "spark/Import/Checkpoint.h"
 #include "spark/Import/Importer.h"
+#include "spark/Kernels/DataFiles.h"
 #include "spark/Passes/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -417,14 +418,22 @@ Error spark::buildS25Bundle(const Checkpoint &checkpoint, const Build &build) {
     errs() << "s25: building the runtime for arm64\n";
   if (Error e = buildRuntimeLibrary(*arm64, folder.file("runtime")))
     return e;
-  for (auto [name, text] :
-       {std::pair<const char *, std::string>{"hexagon/spark_dsp.idl",
-                                             emitFastRpcInterface()},
-        {"hexagon/spark_dsp_imp.c",
-         emitFastRpcSkeleton(build.options.entryPoint)},
-        {"INTEGRATION.md", emitS25Integration()}})
-    if (Error e = writeFile(folder.file(name), text))
+  // The FastRPC interface of the DSP part, its DSP-side implementation
+  // (which calls the part's entry point through its spark_model.h) and the
+  // integration notes: fixed files of the data folder.
+  for (auto [from, to] : {std::pair<const char *, const char *>{
+                              "spark_dsp.idl", "hexagon/spark_dsp.idl"},
+                          {"spark_dsp_imp.c", "hexagon/spark_dsp_imp.c"},
+                          {"INTEGRATION.md", "INTEGRATION.md"}}) {
+    const std::string source =
+        dataPath(std::string("targets/hexagon/s25/") + from);
+    ErrorOr<std::unique_ptr<MemoryBuffer>> text = MemoryBuffer::getFile(source);
+    if (!text)
+      return error(source + ": cannot read (" + text.getError().message() +
+                   "); reinstall spark-compile");
+    if (Error e = writeFile(folder.file(to), (*text)->getBuffer()))
       return e;
+  }
   json::Object manifest{
       {"format", "spark-compile bundle manifest 1"},
       {"target", "s25"},

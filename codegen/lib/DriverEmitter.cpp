@@ -507,6 +507,8 @@ std::string emitModelHeader(const ModelPlan &plan) {
 #define SPARK_MODEL_MAX_CONTEXT {3}
 #define SPARK_MODEL_MAX_CHUNK {4}
 #define SPARK_MODEL_ABI_HASH 0x{5:x-}ull
+/* The entry point: SPARK_MODEL_DEFINITION() is {6}(). */
+#define SPARK_MODEL_DEFINITION {6}
 
 #ifdef __cplusplus
 extern "C" {{

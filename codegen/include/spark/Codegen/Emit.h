@@ -53,13 +53,6 @@ llvm::Error buildLibrary(const ModelPlan &plan, llvm::StringRef dir,
 /// `dir`/include/spark/{runtime,model_abi,pack_format}.h.
 llvm::Error buildRuntimeLibrary(const TargetInfo &target, llvm::StringRef dir);
 
-/// --target=s25: the FastRPC interface of the DSP part (spark_dsp.idl), its
-/// DSP-side implementation (spark_dsp_imp.c) and INTEGRATION.md.
-std::string emitFastRpcInterface();
-/// The skeleton calls the DSP part's `entryPoint` (--entry-point).
-std::string emitFastRpcSkeleton(llvm::StringRef entryPoint);
-std::string emitS25Integration();
-
 } // namespace spark
 
 #endif // SPARK_CODEGEN_EMIT_H
