@@ -104,6 +104,22 @@ spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max
 
 // -----
 
+// A chunk longer than the rows every arena value holds.
+// expected-error @+1 {{needs 1 <= max_chunk <= max_rows, max_chunk <= max_context and arena_floats >= 0}}
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 16, max_rows = 8, max_context = 32} {
+  spark_kernel.step(%pos0: i32) {}
+}
+
+// -----
+
+// No token per step.
+// expected-error @+1 {{needs 1 <= max_chunk <= max_rows, max_chunk <= max_context and arena_floats >= 0}}
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 0, max_rows = 8, max_context = 32} {
+  spark_kernel.step(%pos0: i32) {}
+}
+
+// -----
+
 spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   // expected-error @+1 {{takes one argument, the first row's position (i32)}}
   spark_kernel.step(%pos0: i64) {}
