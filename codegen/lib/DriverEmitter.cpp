@@ -23,7 +23,6 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cstdio>
 #include <map>
 #include <set>
 

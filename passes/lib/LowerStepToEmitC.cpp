@@ -239,16 +239,30 @@ private:
     return success();
   }
 
-  /// Emits the body of `if (cond) { ... }` through `body`.
-  template <typename Body> LogicalResult ifThen(Value cond, Body body) {
+  /// `if (cond) { then } [else { otherwise }]`, the branches emitted by the
+  /// callbacks (no else branch when `otherwise` is null).
+  LogicalResult ifThenElse(Value cond, function_ref<LogicalResult()> then,
+                           function_ref<LogicalResult()> otherwise = nullptr) {
     auto ifOp = emitc::IfOp::create(b, cond, /*addThenBlock=*/false,
                                     /*addElseBlock=*/false);
     OpBuilder::InsertionGuard guard(b);
-    Block *then = b.createBlock(&ifOp.getThenRegion());
-    b.setInsertionPointToEnd(then);
-    LogicalResult result = body();
+    b.setInsertionPointToEnd(b.createBlock(&ifOp.getThenRegion()));
+    if (failed(then()))
+      return failure();
     emitc::YieldOp::create(b);
-    return result;
+    if (!otherwise)
+      return success();
+    b.setInsertionPointToEnd(b.createBlock(&ifOp.getElseRegion()));
+    if (failed(otherwise()))
+      return failure();
+    emitc::YieldOp::create(b);
+    return success();
+  }
+
+  /// The profile clock before a call.
+  Value profileBegin() {
+    return call(b.getIntegerType(64, /*isSigned=*/false), "spark_profile_begin",
+                hooks);
   }
 
   LogicalResult lowerCall(kernel::CallOp op, int64_t index);
@@ -276,17 +290,17 @@ LogicalResult StepLowering::lowerCall(kernel::CallOp op, int64_t index) {
   if (headRows)
     cond = emitc::LogicalAndOp::create(
         b, b.getI1Type(), cond, cmp(emitc::CmpPredicate::gt, nLogits, i32c(0)));
-  return ifThen(cond, [&]() -> LogicalResult {
-    Value started = call(b.getIntegerType(64, /*isSigned=*/false),
-                         "spark_profile_begin", hooks);
+  return ifThenElse(cond, [&]() -> LogicalResult {
+    Value started = profileBegin();
     if (std::optional<int64_t> probe = op.getProbeInput()) {
       // Calibration builds: the matrix product's input.
-      const Layout l =
-          layoutOf(cast<MemRefType>(op.getOperands().front().getType()));
-      callVoid("spark_probe",
-               {hooks, i32c(*probe), rows, i32c(l.extents.front()),
-                offset(offset(arena, l.offset), first, l.rowStride),
-                i32c(l.rowStride)});
+      auto input = op.getOperands().front().getDefiningOp<kernel::ViewOp>();
+      const Layout l = layoutOf(input.getType());
+      FailureOr<Value> x = host(input, l, first);
+      if (failed(x))
+        return failure();
+      callVoid("spark_probe", {hooks, i32c(*probe), rows,
+                               i32c(l.extents.front()), *x, i32c(l.rowStride)});
     }
     const int64_t operands = int64_t(op.getOperands().size());
     Value views = emitc::VariableOp::create(
@@ -297,24 +311,22 @@ LogicalResult StepLowering::lowerCall(kernel::CallOp op, int64_t index) {
       // the rows rounded up to kPrefillRowMultiple (arena values have room
       // for max_rows rows).
       const int64_t multiple = kPrefillRowMultiple;
-      auto ifOp = emitc::IfOp::create(
-          b, cmp(emitc::CmpPredicate::eq, rows, i32c(1)), false, false);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToEnd(b.createBlock(&ifOp.getThenRegion()));
-      if (failed(callKernel(op, *decode, views, rows, first)))
+      if (failed(ifThenElse(
+              cmp(emitc::CmpPredicate::eq, rows, i32c(1)),
+              [&] { return callKernel(op, *decode, views, rows, first); },
+              [&] {
+                Value up =
+                    emitc::AddOp::create(b, i32, rows, i32c(multiple - 1));
+                Value whole = emitc::DivOp::create(b, i32, up, i32c(multiple));
+                Value rounded =
+                    emitc::MulOp::create(b, i32, whole, i32c(multiple));
+                return callKernel(op, op.getKernel(), views, rounded, first);
+              })))
         return failure();
-      emitc::YieldOp::create(b);
-      b.setInsertionPointToEnd(b.createBlock(&ifOp.getElseRegion()));
-      Value up = emitc::AddOp::create(b, i32, rows, i32c(multiple - 1));
-      Value whole = emitc::DivOp::create(b, i32, up, i32c(multiple));
-      Value rounded = emitc::MulOp::create(b, i32, whole, i32c(multiple));
-      if (failed(callKernel(op, op.getKernel(), views, rounded, first)))
-        return failure();
-      emitc::YieldOp::create(b);
     } else if (failed(callKernel(op, op.getKernel(), views, rows, first))) {
       return failure();
     }
-    return ifThen(ok(), [&]() -> LogicalResult {
+    return ifThenElse(ok(), [&]() -> LogicalResult {
       callVoid("spark_profile_end", {hooks, i32c(index), started});
       if (std::optional<int64_t> layer = op.getProbeLayer()) {
         const Layout l =
@@ -350,9 +362,8 @@ LogicalResult StepLowering::lowerCacheWrite(kernel::CacheWriteOp op,
       isa<NameLoc>(op.getLoc()) ? cast<NameLoc>(op.getLoc()).getName().str()
                                 : std::string("cache_write"),
       it->second, cache.getRing() ? "ring" : "linear", slots));
-  return ifThen(ok(), [&]() -> LogicalResult {
-    Value started = call(b.getIntegerType(64, /*isSigned=*/false),
-                         "spark_profile_begin", hooks);
+  return ifThenElse(ok(), [&]() -> LogicalResult {
+    Value started = profileBegin();
     callVoid("spark_cache_write",
              {pointerAt(caches, it->second), literal(i32, dtype),
               i32c(cache.getRing() ? slots : 0), i32c(l.extents.front()),
