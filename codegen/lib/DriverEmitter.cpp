@@ -83,13 +83,13 @@ std::string callKind(kernel::KernelOp callee, kernel::CallOp call) {
   return kernel::stringifyKind(spec.getKind()).str();
 }
 
-/// The declarations of the compiled kernels and the microkernels, and the
+/// Functions of the driver as EmitC, printed by MLIR's C emitter: the
+/// declarations of the compiled kernels and the microkernels, and the
 /// wrappers of microkernels that take the layer's constants (one per kernel,
-/// with the kernel's interface), as EmitC functions printed by MLIR's C
-/// emitter.
-class KernelDeclarations {
+/// with the kernel's interface).
+class DriverFunctions {
 public:
-  explicit KernelDeclarations(mlir::MLIRContext *context)
+  explicit DriverFunctions(mlir::MLIRContext *context)
       : context(context), b(context),
         module(mlir::ModuleOp::create(mlir::UnknownLoc::get(context))) {
     context->loadDialect<mlir::emitc::EmitCDialect>();
@@ -182,23 +182,27 @@ public:
     return Error::success();
   }
 
-  /// The declarations and wrappers, in the order made, as C.
+  /// A pointer to C type `to`, as EmitC spells it.
+  mlir::Type pointer(StringRef to) {
+    return mlir::emitc::PointerType::get(
+        mlir::emitc::OpaqueType::get(context, to));
+  }
+
+  /// The functions, in the order made, as C.
   Error print(raw_ostream &os) {
     if (mlir::failed(mlir::verify(*module)))
       return createStringError(inconvertibleErrorCode(),
-                               "the microkernel wrappers do not verify");
+                               "the driver's EmitC functions do not verify");
     for (mlir::Operation &op : module->getBody()->getOperations())
       if (mlir::failed(mlir::emitc::translateToCpp(&op, os)))
-        return createStringError(inconvertibleErrorCode(),
-                                 "printing the microkernel wrappers failed");
+        return createStringError(
+            inconvertibleErrorCode(),
+            "printing the driver's EmitC functions as C failed");
     return Error::success();
   }
 
 private:
-  mlir::Type buffer() {
-    return mlir::emitc::PointerType::get(
-        mlir::emitc::OpaqueType::get(context, "halide_buffer_t"));
-  }
+  mlir::Type buffer() { return pointer("halide_buffer_t"); }
 
   /// The declaration of `symbol`, made on first use; an error when it was
   /// declared with other argument types.
@@ -273,7 +277,7 @@ public:
     // takes the arguments of the kernels it stands for, and one taking the
     // layer's constants is called through a wrapper per kernel (EmitC
     // functions, printed as C).
-    KernelDeclarations declarations(planOp.getContext());
+    DriverFunctions declarations(planOp.getContext());
     for (const TargetVariant &variant : variants)
       for (size_t i = 0; i < plan.kernels.size(); ++i)
         if (target.compilesKernel(variant, plan.kernels[i]))
@@ -298,70 +302,36 @@ public:
     for (size_t i = 0; i < plan.kernels.size(); ++i)
       os << formatv("typedef int (*spark_k{0}_fn)({1}); /* {2} */\n", i,
                     prototypes[i], plan.kernels[i].name());
-    os << "\ntypedef struct spark_kernels {\n  const char *name;\n";
+    os << "\ntypedef struct spark_kernels {\n";
     for (size_t i = 0; i < plan.kernels.size(); ++i)
       os << formatv("  spark_k{0}_fn k{0};\n", i);
     os << "} spark_kernels;\n\n";
     for (const TargetVariant &variant : variants) {
-      os << "static const spark_kernels kernels_" << variant.name << " = {\""
-         << target.family << "-" << variant.name << "\"";
+      os << "static const spark_kernels kernels_" << variant.name << " = {";
       for (const KernelSpec &k : plan.kernels)
-        os << ",\n    " << symbolFor(target, variant, k);
+        os << (&k == &plan.kernels.front() ? "\n    " : ",\n    ")
+           << symbolFor(target, variant, k);
       os << "};\n";
     }
-    os << "\n/* Best variant this CPU can run (CPUID), or NULL. The "
-          "environment\n"
-          " * variable "
-       << env
-       << " restricts the choice to one variant\n"
-          " * (still only if the CPU has its features), for testing. */\n"
-          "static const spark_kernels *find_kernels(void) {\n"
-          "  const char *only = getenv(\""
-       << env << "\");\n";
-    for (const TargetVariant &v : variants)
-      os << "  if ((!only || strcmp(only, \"" << v.name << "\") == 0) && "
-         << v.cpuCheck << "())\n    return &kernels_" << v.name << ";\n";
-    os << "  return NULL;\n}\n\n"
-          "/* CPUID, the environment and the AMX permission do not change "
-          "while\n"
-          " * the process runs: decide once, not on every step (the AMX check\n"
-          " * is a system call). Racing first callers compute the same value. "
-          "*/\n"
-          "static const spark_kernels *select_kernels(void) {\n"
-          "  static const spark_kernels *chosen;\n"
-          "  static int decided;\n"
-          "  if (!__atomic_load_n(&decided, __ATOMIC_ACQUIRE)) {\n"
-          "    __atomic_store_n(&chosen, find_kernels(), __ATOMIC_RELAXED);\n"
-          "    __atomic_store_n(&decided, 1, __ATOMIC_RELEASE);\n"
-          "  }\n"
-          "  return __atomic_load_n(&chosen, __ATOMIC_RELAXED);\n}\n\n";
+    // The variants, best first, and their dispatch (driver_support.h).
+    os << "\nstatic const spark_variant_def variants[] = {\n";
     std::string names;
-    for (const TargetVariant &v : variants)
+    for (const TargetVariant &v : variants) {
+      os << formatv("    {{.name = \"{0}\", .full_name = \"{1}-{0}\", "
+                    ".cpu_has = {2}, .kernels = &kernels_{0}},\n",
+                    v.name, target.family, v.cpuCheck);
       names += (names.empty() ? "" : ", ") + v.name;
-    os << "static const char *unsupported_reason(void) {\n"
-          "  if (select_kernels())\n    return NULL;\n"
-          "  if (getenv(\""
-       << env
-       << "\"))\n"
-          "    return \""
-       << env << " names no variant this CPU can run (" << names
-       << ")\";\n"
-          "  return \""
-       << target.unsupportedMessage << "\";\n}\n\n";
-    os << "/* Why the best variant of this build is not in use, or NULL. */\n"
-          "static const char *dispatch_reason(void) {\n"
-          "  return "
-       << (target.dispatchReason.empty() ? "NULL"
-                                         : target.dispatchReason + "()")
-       << ";\n"
-          "}\n\n"
-          "static const char *dispatch_name(void) {\n"
-          "  const spark_kernels *k = select_kernels();\n"
-          "  return k ? k->name : \"none\";\n}\n\n"
-          "static void set_num_threads(int threads) {\n"
-       << (target.threadPool ? "  spark_pool_set_threads(threads);\n}\n\n"
-                             : "  halide_set_num_threads(threads);\n}\n\n")
-       << step << "\n";
+    }
+    os << "};\n\n";
+    os << formatv("static spark_dispatch spark_driver_dispatch = {{\n"
+                  "    .env = \"{0}\",\n"
+                  "    .restricted = \"{0} names no variant this CPU can run "
+                  "({1})\",\n"
+                  "    .unsupported = \"{2}\",\n"
+                  "    .count = {3},\n"
+                  "    .variants = variants};\n\n",
+                  env, names, target.unsupportedMessage, variants.size());
+    os << step << "\n";
 
     // Tensor and cache tables, and the definition.
     // Every table and the definition by field name (model_abi.h).
@@ -419,9 +389,9 @@ public:
         "    .caches = caches,\n"
         "    .unsupported_reason = unsupported_reason,\n"
         "    .dispatch_name = dispatch_name,\n"
-        "    .set_num_threads = set_num_threads,\n"
+        "    .set_num_threads = {14},\n"
         "    .step = step,\n"
-        "    .dispatch_reason = dispatch_reason,\n"
+        "    .dispatch_reason = {15},\n"
         "    .set_layer_probe = set_layer_probe,\n"
         "    .num_calls = {12},\n"
         "    .calls = calls,\n"
@@ -433,7 +403,11 @@ public:
         plan.config.vocabSize, plan.config.hiddenSize, plan.config.numLayers,
         plan.options.maxContext, plan.options.maxChunk,
         uint64_t(plan.arenaFloats) * 4, plan.tensors.size(), plan.caches.size(),
-        prefillRows(plan.options.maxChunk), steps, plan.options.entryPoint);
+        prefillRows(plan.options.maxChunk), steps, plan.options.entryPoint,
+        target.threadPool ? "spark_pool_set_threads"
+                          : "spark_halide_set_threads",
+        target.dispatchReason.empty() ? "spark_no_dispatch_reason"
+                                      : target.dispatchReason);
     return Error::success();
   }
 

@@ -60,3 +60,43 @@ void step_with_hooks(uint64_t *ns, uint64_t (*clock)(void),
   spark_profile_end(&h, index, started);
   spark_probe(&h, layer, 2, 2, rows, 3);
 }
+
+/* A dispatch of three variants, "best", "middle" and "base", whose CPU
+ * checks answer has[0..2] and count their calls in calls[0..2]; the
+ * environment variable SPARK_TEST_VARIANT restricts it. Each call of
+ * dispatch_of makes a new, undecided dispatch and asks it, in order, for
+ * its kernels, its name and why it cannot run, twice each (the second
+ * answers come from the first decision), into kernels[2], name[2] and
+ * reason[2]. */
+static int dispatch_has[3], dispatch_calls[3];
+static int has_best(void) { return ++dispatch_calls[0], dispatch_has[0]; }
+static int has_middle(void) { return ++dispatch_calls[1], dispatch_has[1]; }
+static int has_base(void) { return ++dispatch_calls[2], dispatch_has[2]; }
+static const int kernels_best = 1, kernels_middle = 2, kernels_base = 3;
+
+void dispatch_of(const int *has, int *calls, const void **kernels,
+                 const char **name, const char **reason) {
+  static const spark_variant_def variants[] = {
+      {"best", "test-best", has_best, &kernels_best},
+      {"middle", "test-middle", has_middle, &kernels_middle},
+      {"base", "test-base", has_base, &kernels_base}};
+  spark_dispatch d = {"SPARK_TEST_VARIANT", "restricted", "unsupported", 3,
+                      variants, NULL, 0};
+  memcpy(dispatch_has, has, sizeof(dispatch_has));
+  memset(dispatch_calls, 0, sizeof(dispatch_calls));
+  for (int i = 0; i < 2; ++i) {
+    kernels[i] = spark_select_kernels(&d);
+    name[i] = spark_dispatch_name(&d);
+    reason[i] = spark_unsupported_reason(&d);
+  }
+  memcpy(calls, dispatch_calls, sizeof(dispatch_calls));
+}
+
+/* The address of the kernel table of variant i (0 best, 2 base). */
+const void *dispatch_table(int i) {
+  return i == 0 ? (const void *)&kernels_best
+         : i == 1 ? (const void *)&kernels_middle
+                  : (const void *)&kernels_base;
+}
+
+const char *no_dispatch_reason(void) { return spark_no_dispatch_reason(); }

@@ -1,15 +1,16 @@
 //===- DriverSupportTest.cpp - the fixed C of every step driver -----------===//
 //
 // targets/common/lib/driver_support.h, compiled as C (DriverSupportCheck.c):
-// the step's argument check, cache-row writes (ring slots, bf16 / f16
-// rounding), Halide views and the profile and layer-probe hooks. Expected
-// values are worked out by hand.
+// the choice of ISA variant, the step's argument check, cache-row writes (ring
+// slots, bf16 / f16 rounding), Halide views and the profile and layer-probe
+// hooks. Expected values are worked out by hand.
 //
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -29,6 +30,10 @@ typedef void (*probe_fn)(void *user, int32_t layer, int32_t rows, int32_t width,
 void step_with_hooks(uint64_t *ns, uint64_t (*clock)(void), probe_fn probe,
                      void *user, int32_t index, int32_t layer,
                      const float *rows);
+void dispatch_of(const int *has, int *calls, const void **kernels,
+                 const char **name, const char **reason);
+const void *dispatch_table(int i);
+const char *no_dispatch_reason(void);
 }
 
 namespace {
@@ -37,6 +42,72 @@ float bitsToFloat(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, sizeof(f));
   return f;
+}
+
+/// One dispatch's answers (DriverSupportCheck.c's dispatch_of).
+struct Dispatch {
+  int calls[3] = {};
+  const void *kernels[2] = {};
+  const char *name[2] = {}, *reason[2] = {};
+};
+
+Dispatch dispatchWith(int best, int middle, int base, const char *only) {
+  if (only)
+    setenv("SPARK_TEST_VARIANT", only, 1);
+  else
+    unsetenv("SPARK_TEST_VARIANT");
+  const int has[3] = {best, middle, base};
+  Dispatch d;
+  dispatch_of(has, d.calls, d.kernels, d.name, d.reason);
+  unsetenv("SPARK_TEST_VARIANT");
+  return d;
+}
+
+TEST(DriverSupport, DispatchTakesTheBestVariantOnce) {
+  // The CPU runs the middle and base variants: the middle one is taken,
+  // after asking best and middle once; later questions ask no CPU check.
+  Dispatch d = dispatchWith(0, 1, 1, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(d.kernels[i], dispatch_table(1));
+    EXPECT_STREQ(d.name[i], "test-middle");
+    EXPECT_EQ(d.reason[i], nullptr);
+  }
+  EXPECT_EQ(d.calls[0], 1);
+  EXPECT_EQ(d.calls[1], 1);
+  EXPECT_EQ(d.calls[2], 0);
+  // Every variant runs: the first.
+  d = dispatchWith(1, 1, 1, nullptr);
+  EXPECT_EQ(d.kernels[0], dispatch_table(0));
+  EXPECT_STREQ(d.name[0], "test-best");
+  EXPECT_EQ(no_dispatch_reason(), nullptr);
+}
+
+TEST(DriverSupport, DispatchRestrictedByTheEnvironment) {
+  // The variable picks base over best, still only if the CPU runs it.
+  Dispatch d = dispatchWith(1, 1, 1, "base");
+  EXPECT_EQ(d.kernels[1], dispatch_table(2));
+  EXPECT_STREQ(d.name[1], "test-base");
+  EXPECT_EQ(d.calls[0], 0); // best's check is not asked
+  // It names a variant the CPU does not run, or none: no kernels, and the
+  // restricted message rather than the unsupported one.
+  for (const char *only : {"base", "nonesuch"}) {
+    d = dispatchWith(1, 1, 0, only);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(d.kernels[i], nullptr) << only;
+      EXPECT_STREQ(d.name[i], "none") << only;
+      EXPECT_STREQ(d.reason[i], "restricted") << only;
+    }
+  }
+}
+
+TEST(DriverSupport, DispatchWithoutAVariant) {
+  Dispatch d = dispatchWith(0, 0, 0, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(d.kernels[i], nullptr);
+    EXPECT_STREQ(d.name[i], "none");
+    EXPECT_STREQ(d.reason[i], "unsupported");
+  }
+  EXPECT_EQ(d.calls[0] + d.calls[1] + d.calls[2], 3); // decided once
 }
 
 TEST(DriverSupport, CheckStepRanges) {

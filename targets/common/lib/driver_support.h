@@ -3,9 +3,10 @@
  * spark-compile writes a driver per build (spark_model_driver.c): its kernel
  * tables and CPU dispatch, the step function lowered from the plan through
  * MLIR's EmitC dialect (passes/lib/LowerStepToEmitC.cpp), and the model's
- * definition. What does not depend on the model is here: describing memory
- * as Halide buffers, writing cache rows, and the profile and layer-probe
- * hooks a step reads once at its start. The driver includes this file first;
+ * definition. What does not depend on the model is here: choosing the ISA
+ * variant this CPU runs, describing memory as Halide buffers, writing cache
+ * rows, and the profile and layer-probe hooks a step reads once at its
+ * start. The driver includes this file first;
  * it is compiled into the library with it and nothing else includes it. */
 #ifndef SPARK_DRIVER_SUPPORT_H
 #define SPARK_DRIVER_SUPPORT_H
@@ -27,6 +28,103 @@ extern void spark_pool_set_threads(int n); /* thread_pool.c */
 /* A call through a kernel table's function pointer (EmitC has calls of
  * named functions only): SPARK_CALL(K->k3, a, b, c) is K->k3(a, b, c). */
 #define SPARK_CALL(kernel, ...) ((kernel)(__VA_ARGS__))
+
+/* One ISA variant of a driver: the name the environment variable gives it,
+ * the name dispatch_name() reports (its target family's, then its own), the
+ * CPU check of its target's dispatch header, and its kernel table. */
+typedef struct spark_variant_def {
+  const char *name;
+  const char *full_name;
+  int (*cpu_has)(void);
+  const void *kernels;
+} spark_variant_def;
+
+/* A driver's CPU dispatch: its variants, best first; the environment
+ * variable that restricts the choice to one of them (still only if the CPU
+ * has its features; for testing), and what unsupported_reason() says when
+ * that variable names none this CPU runs (`restricted`) or when no variant
+ * runs at all (`unsupported`). The choice is made once: CPUID, the
+ * environment and the AMX permission do not change while the process runs,
+ * and the AMX check is a system call. */
+typedef struct spark_dispatch {
+  const char *env;
+  const char *restricted;
+  const char *unsupported;
+  int32_t count;
+  const spark_variant_def *variants;
+  const spark_variant_def *chosen; /* when decided */
+  int32_t decided;
+} spark_dispatch;
+
+/* The best variant this CPU runs, or NULL. */
+static inline const spark_variant_def *
+spark_find_variant(const spark_dispatch *d) {
+  const char *only = getenv(d->env);
+  for (int32_t i = 0; i < d->count; ++i) {
+    const spark_variant_def *v = &d->variants[i];
+    if ((!only || strcmp(only, v->name) == 0) && v->cpu_has())
+      return v;
+  }
+  return NULL;
+}
+
+/* spark_find_variant(d), decided on the first call; racing first callers
+ * compute the same value. */
+static inline const spark_variant_def *spark_select_variant(spark_dispatch *d) {
+  if (!__atomic_load_n(&d->decided, __ATOMIC_ACQUIRE)) {
+    __atomic_store_n(&d->chosen, spark_find_variant(d), __ATOMIC_RELAXED);
+    __atomic_store_n(&d->decided, 1, __ATOMIC_RELEASE);
+  }
+  return __atomic_load_n(&d->chosen, __ATOMIC_RELAXED);
+}
+
+/* The selected variant's kernel table, or NULL (no step runs). */
+static inline const void *spark_select_kernels(spark_dispatch *d) {
+  const spark_variant_def *v = spark_select_variant(d);
+  return v ? v->kernels : NULL;
+}
+
+/* NULL if a variant runs here, else why not. */
+static inline const char *spark_unsupported_reason(spark_dispatch *d) {
+  if (spark_select_variant(d))
+    return NULL;
+  return getenv(d->env) ? d->restricted : d->unsupported;
+}
+
+/* The selected variant's full name, or "none". */
+static inline const char *spark_dispatch_name(spark_dispatch *d) {
+  const spark_variant_def *v = spark_select_variant(d);
+  return v ? v->full_name : "none";
+}
+
+/* The driver's dispatch, which the generated driver defines with its
+ * variants after including this file (this tentative definition lets the
+ * functions below name it; zero, no variant, where nothing defines it). */
+static spark_dispatch spark_driver_dispatch;
+
+/* The step's kernel table (NULL: no variant runs here), and the model ABI's
+ * spark_model_def::unsupported_reason and ::dispatch_name. */
+static inline const void *select_kernels(void) {
+  return spark_select_kernels(&spark_driver_dispatch);
+}
+
+static inline const char *unsupported_reason(void) {
+  return spark_unsupported_reason(&spark_driver_dispatch);
+}
+
+static inline const char *dispatch_name(void) {
+  return spark_dispatch_name(&spark_driver_dispatch);
+}
+
+/* spark_model_def::dispatch_reason of a target whose best variant needs no
+ * permission beyond CPUID (all but the AMX builds). */
+static inline const char *spark_no_dispatch_reason(void) { return NULL; }
+
+/* spark_model_def::set_num_threads of targets without the library's own
+ * pool (thread_pool.c): Halide's. */
+static inline void spark_halide_set_threads(int threads) {
+  halide_set_num_threads(threads);
+}
 
 /* One kernel argument: a Halide buffer and its dimensions. */
 typedef struct spark_view_t {
