@@ -1,6 +1,7 @@
 //===- DriverEmitter.cpp - generate the step driver, header, manifest -----===//
 //
-// The driver is C: the kernel tables and CPU dispatch of the target, the
+// The driver is C: the kernel tables of the target's ISA variants and the
+// variants' CPU checks (the choice among them is driver_support.h's), the
 // step function (the plan's step lowered to EmitC by
 // spark-lower-step-to-emitc and printed by MLIR's C emitter: one call per
 // kernel in the order of the step, with the buffer views, cache slots and
@@ -236,24 +237,10 @@ class DriverWriter {
 public:
   DriverWriter(const ModelPlan &plan, raw_ostream &os) : plan(plan), os(os) {}
 
-  /// Indices of the plan's kernels, tensors and caches by symbol.
-  void indexSymbols(kernel::PlanOp planOp) {
-    for (Operation &op : planOp.getBody().front()) {
-      if (auto k = dyn_cast<kernel::KernelOp>(op)) {
-        kernelIndex[k.getSymName()] = int(kernelIndex.size());
-        kernels[k.getSymName()] = k;
-      } else if (auto t = dyn_cast<kernel::TensorOp>(op))
-        tensorIndex[t.getSymName()] = int(tensorIndex.size());
-      else if (auto c = dyn_cast<kernel::CacheOp>(op)) {
-        cacheIndex[c.getSymName()] = int(cacheIndex.size());
-        caches[c.getSymName()] = c;
-      }
-    }
-  }
-
   /// The driver around `step`, the step function as C.
   Error write(const TargetInfo &target, kernel::PlanOp planOp, StringRef step) {
-    indexSymbols(planOp);
+    const kernel::PlanSymbols symbols(planOp);
+    const llvm::StringMap<int> &kernelIndex = symbols.kernelIndex;
     const std::vector<TargetVariant> &variants = target.variants;
     const std::string env =
         "SPARK_" + StringRef(target.family).upper() + "_VARIANT";
@@ -357,12 +344,12 @@ public:
       std::string kind;
       int64_t layer = -1;
       if (auto call = dyn_cast<kernel::CallOp>(op)) {
-        kind = callKind(kernels.lookup(call.getKernel()), call);
+        kind = callKind(symbols.kernels.lookup(call.getKernel()), call);
         if (std::optional<uint64_t> l = call.getLayer())
           layer = int64_t(*l);
       } else if (auto write = dyn_cast<kernel::CacheWriteOp>(op)) {
         kind = "cache_write";
-        layer = int64_t(caches.lookup(write.getCache()).getLayer());
+        layer = int64_t(symbols.caches.lookup(write.getCache()).getLayer());
       } else {
         return;
       }
@@ -414,9 +401,6 @@ public:
 private:
   const ModelPlan &plan;
   raw_ostream &os;
-  llvm::StringMap<int> kernelIndex, tensorIndex, cacheIndex;
-  llvm::StringMap<kernel::KernelOp> kernels;
-  llvm::StringMap<kernel::CacheOp> caches;
 };
 
 } // namespace

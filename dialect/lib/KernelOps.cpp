@@ -381,3 +381,19 @@ LogicalResult CacheWriteOp::verifySymbolUses(SymbolTableCollection &symbols) {
                          << ", whose slots hold " << width;
   return success();
 }
+
+spark::kernel::PlanSymbols::PlanSymbols(PlanOp plan) {
+  for (Operation &op : plan.getBody().front()) {
+    if (auto k = dyn_cast<KernelOp>(op)) {
+      kernelIndex[k.getSymName()] = int(kernelIndex.size());
+      kernels[k.getSymName()] = k;
+    } else if (auto t = dyn_cast<TensorOp>(op)) {
+      tensorIndex[t.getSymName()] = int(tensorIndex.size());
+    } else if (auto c = dyn_cast<CacheOp>(op)) {
+      cacheIndex[c.getSymName()] = int(cacheIndex.size());
+      caches[c.getSymName()] = c;
+    } else if (auto s = dyn_cast<StepOp>(op)) {
+      step = s;
+    }
+  }
+}

@@ -68,7 +68,7 @@ class StepLowering {
 public:
   StepLowering(kernel::PlanOp plan, ImplicitLocOpBuilder &b)
       : plan(plan), b(b), ctx(b.getContext()), i32(b.getI32Type()),
-        i64(b.getI64Type()) {}
+        i64(b.getI64Type()), symbols(plan) {}
 
   LogicalResult lower();
 
@@ -143,7 +143,8 @@ private:
     case kernel::Buffer::Weight:
     case kernel::Buffer::Cache: {
       const bool weight = v.getBase() == kernel::Buffer::Weight;
-      const llvm::StringMap<int> &index = weight ? tensorIndex : cacheIndex;
+      const llvm::StringMap<int> &index =
+          weight ? symbols.tensorIndex : symbols.cacheIndex;
       auto it = index.find(*v.getSource());
       if (it == index.end())
         return v.emitOpError("names no spark_kernel.")
@@ -216,8 +217,8 @@ private:
   /// rc = SPARK_CALL(K->k<i>, views and scalars...).
   LogicalResult callKernel(kernel::CallOp op, StringRef kernel, Value views,
                            Value rows, Value first) {
-    auto it = kernelIndex.find(kernel);
-    if (it == kernelIndex.end())
+    auto it = symbols.kernelIndex.find(kernel);
+    if (it == symbols.kernelIndex.end())
       return op.emitOpError("calls @") << kernel << ", no kernel of the plan";
     SmallVector<Value> operands;
     const std::string member = llvm::formatv("k{0}", it->second).str();
@@ -272,8 +273,7 @@ private:
   ImplicitLocOpBuilder &b;
   MLIRContext *ctx;
   Type i32, i64;
-  llvm::StringMap<int> kernelIndex, tensorIndex, cacheIndex;
-  llvm::StringMap<kernel::CacheOp> cacheOps;
+  kernel::PlanSymbols symbols;
   // The step's arguments and locals.
   Value weights, caches, arena, tokens, pos0, n, nLogits, logits;
   Value kernels, hooks, rc, headRow;
@@ -342,10 +342,10 @@ LogicalResult StepLowering::lowerCall(kernel::CallOp op, int64_t index) {
 
 LogicalResult StepLowering::lowerCacheWrite(kernel::CacheWriteOp op,
                                             int64_t index) {
-  auto it = cacheIndex.find(op.getCache());
-  if (it == cacheIndex.end())
+  auto it = symbols.cacheIndex.find(op.getCache());
+  if (it == symbols.cacheIndex.end())
     return op.emitOpError("names no spark_kernel.cache of the plan");
-  kernel::CacheOp cache = cacheOps.lookup(op.getCache());
+  kernel::CacheOp cache = symbols.caches.lookup(op.getCache());
   MemRefType type = cast<MemRefType>(cache.getType());
   const int64_t slots = type.getDimSize(0);
   const Layout l = layoutOf(op.getSource().getType());
@@ -374,18 +374,7 @@ LogicalResult StepLowering::lowerCacheWrite(kernel::CacheWriteOp op,
 }
 
 LogicalResult StepLowering::lower() {
-  kernel::StepOp step;
-  for (Operation &op : plan.getBody().front()) {
-    if (auto k = dyn_cast<kernel::KernelOp>(op))
-      kernelIndex[k.getSymName()] = int(kernelIndex.size());
-    else if (auto t = dyn_cast<kernel::TensorOp>(op))
-      tensorIndex[t.getSymName()] = int(tensorIndex.size());
-    else if (auto c = dyn_cast<kernel::CacheOp>(op)) {
-      cacheIndex[c.getSymName()] = int(cacheIndex.size());
-      cacheOps[c.getSymName()] = c;
-    } else if (auto s = dyn_cast<kernel::StepOp>(op))
-      step = s;
-  }
+  kernel::StepOp step = symbols.step;
   if (!step)
     return plan.emitOpError("has no spark_kernel.step to lower");
 

@@ -12,6 +12,7 @@
 #include "mlir/IR/RegionKindInterface.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringMap.h"
 
 #include "spark/Dialect/KernelDialect.h.inc"
 #include "spark/Dialect/KernelEnums.h.inc"
@@ -27,6 +28,20 @@ namespace spark::kernel {
 /// The operands a call of a kernel with this spec takes: its buffers,
 /// scalar parameters and output, in the kernel's argument order.
 int64_t operandCount(SpecAttr spec);
+
+/// A plan's symbols, each with its index among the ops of its kind in the
+/// plan's order: kernel i is the driver's kernel-table member k<i>, tensor i
+/// the step's weights[i] (the pack's tensor table), cache i its caches[i].
+/// The one place that convention is written: the step's lowering and the
+/// driver's tables both read it here.
+struct PlanSymbols {
+  explicit PlanSymbols(PlanOp plan);
+
+  llvm::StringMap<int> kernelIndex, tensorIndex, cacheIndex;
+  llvm::StringMap<KernelOp> kernels;
+  llvm::StringMap<CacheOp> caches;
+  StepOp step; // null if the plan has none
+};
 
 } // namespace spark::kernel
 
