@@ -39,18 +39,6 @@ std::string kernelSymbol(const KernelSpec &k, StringRef variant) {
 
 namespace {
 
-/// The C parameter list of a kernel, from a call of it: a Halide buffer per
-/// view, int32_t or float per scalar, the output last.
-std::string prototype(kernel::CallOp call) {
-  std::string args;
-  for (mlir::Type type : call.getOperandTypes())
-    args += std::string(args.empty() ? "" : ", ") +
-            (isa<MemRefType>(type) ? "halide_buffer_t *"
-             : type.isF32()        ? "float"
-                                   : "int32_t");
-  return args;
-}
-
 /// The driver's wrapper of microkernel `m` for kernel `k`
 /// (Microkernel::wrapper).
 std::string wrapperName(const KernelSpec &k, const Microkernel &m) {
@@ -250,15 +238,11 @@ public:
     os << "#include \"driver_support.h\"\n#include \"" << target.dispatchHeader
        << "\"\n\n";
     // Kernel prototypes and one table per ISA variant.
-    std::vector<std::string> prototypes(plan.kernels.size());
     std::vector<kernel::CallOp> calls(plan.kernels.size()); // one of each
     planOp.walk([&](kernel::CallOp call) {
       calls[kernelIndex.lookup(call.getKernel())] = call;
-      prototypes[kernelIndex.lookup(call.getKernel())] = prototype(call);
-      if (std::optional<StringRef> decode = call.getDecode()) {
+      if (std::optional<StringRef> decode = call.getDecode())
         calls[kernelIndex.lookup(*decode)] = call;
-        prototypes[kernelIndex.lookup(*decode)] = prototype(call);
-      }
     });
     // The compiled kernels and the microkernels, declared; a microkernel
     // takes the arguments of the kernels it stands for, and one taking the
@@ -286,9 +270,13 @@ public:
     if (Error e = declarations.print(os))
       return e;
     os << "\n";
+    // Each kernel's function-pointer type is that of the function the best
+    // variant calls for it, as declared above (every variant's has the
+    // kernel's interface: the tables below check it).
     for (size_t i = 0; i < plan.kernels.size(); ++i)
-      os << formatv("typedef int (*spark_k{0}_fn)({1}); /* {2} */\n", i,
-                    prototypes[i], plan.kernels[i].name());
+      os << formatv("typedef __typeof__({0}) *spark_k{1}_fn; /* {2} */\n",
+                    symbolFor(target, variants.front(), plan.kernels[i]), i,
+                    plan.kernels[i].name());
     os << "\ntypedef struct spark_kernels {\n";
     for (size_t i = 0; i < plan.kernels.size(); ++i)
       os << formatv("  spark_k{0}_fn k{0};\n", i);
