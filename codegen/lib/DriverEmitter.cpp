@@ -72,13 +72,13 @@ std::string callKind(kernel::KernelOp callee, kernel::CallOp call) {
   return kernel::stringifyKind(spec.getKind()).str();
 }
 
-/// Functions of the driver as EmitC, printed by MLIR's C emitter: the
-/// declarations of the compiled kernels and the microkernels, and the
+/// The declarations of the compiled kernels and the microkernels, and the
 /// wrappers of microkernels that take the layer's constants (one per kernel,
-/// with the kernel's interface).
-class DriverFunctions {
+/// with the kernel's interface), as EmitC functions printed by MLIR's C
+/// emitter.
+class KernelDeclarations {
 public:
-  explicit DriverFunctions(mlir::MLIRContext *context)
+  explicit KernelDeclarations(mlir::MLIRContext *context)
       : context(context), b(context),
         module(mlir::ModuleOp::create(mlir::UnknownLoc::get(context))) {
     context->loadDialect<mlir::emitc::EmitCDialect>();
@@ -171,27 +171,23 @@ public:
     return Error::success();
   }
 
-  /// A pointer to C type `to`, as EmitC spells it.
-  mlir::Type pointer(StringRef to) {
-    return mlir::emitc::PointerType::get(
-        mlir::emitc::OpaqueType::get(context, to));
-  }
-
-  /// The functions, in the order made, as C.
+  /// The declarations and wrappers, in the order made, as C.
   Error print(raw_ostream &os) {
     if (mlir::failed(mlir::verify(*module)))
       return createStringError(inconvertibleErrorCode(),
-                               "the driver's EmitC functions do not verify");
+                               "the microkernel wrappers do not verify");
     for (mlir::Operation &op : module->getBody()->getOperations())
       if (mlir::failed(mlir::emitc::translateToCpp(&op, os)))
-        return createStringError(
-            inconvertibleErrorCode(),
-            "printing the driver's EmitC functions as C failed");
+        return createStringError(inconvertibleErrorCode(),
+                                 "printing the microkernel wrappers failed");
     return Error::success();
   }
 
 private:
-  mlir::Type buffer() { return pointer("halide_buffer_t"); }
+  mlir::Type buffer() {
+    return mlir::emitc::PointerType::get(
+        mlir::emitc::OpaqueType::get(context, "halide_buffer_t"));
+  }
 
   /// The declaration of `symbol`, made on first use; an error when it was
   /// declared with other argument types.
@@ -248,7 +244,7 @@ public:
     // takes the arguments of the kernels it stands for, and one taking the
     // layer's constants is called through a wrapper per kernel (EmitC
     // functions, printed as C).
-    DriverFunctions declarations(planOp.getContext());
+    KernelDeclarations declarations(planOp.getContext());
     for (const TargetVariant &variant : variants)
       for (size_t i = 0; i < plan.kernels.size(); ++i)
         if (target.compilesKernel(variant, plan.kernels[i]))
