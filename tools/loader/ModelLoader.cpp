@@ -14,10 +14,12 @@
 namespace spark {
 
 std::string LoadedModel::load(const std::string &outDir,
-                              spark_open_params params) {
+                              spark_open_params params,
+                              const std::string &pack) {
   char error[1024] = "";
-  if (spark_open_model_dir(outDir.c_str(), params, &model, &library, error,
-                           sizeof(error)) != 0)
+  if (spark_open_model_dir(outDir.c_str(),
+                           pack.empty() ? nullptr : pack.c_str(), params,
+                           &model, &library, error, sizeof(error)) != 0)
     return error;
   return "";
 }

@@ -23,8 +23,10 @@ struct LoadedModel {
   void *library = nullptr;
   spark_model *model = nullptr;
 
-  /// Returns "" on success, else a message naming the file at fault.
-  std::string load(const std::string &outDir, spark_open_params params);
+  /// Opens `pack` ("": OUT/model.spkw). Returns "" on success, else a
+  /// message naming the file at fault.
+  std::string load(const std::string &outDir, spark_open_params params,
+                   const std::string &pack = "");
   ~LoadedModel();
 };
 

@@ -9,14 +9,17 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-int spark_open_model_dir(const char *dir, spark_open_params params,
-                         spark_model **model, void **library, char *error,
-                         size_t error_bytes) {
+int spark_open_model_dir(const char *dir, const char *pack,
+                         spark_open_params params, spark_model **model,
+                         void **library, char *error, size_t error_bytes) {
   char library_path[4096], pack_path[4096];
   *model = NULL;
   *library = NULL;
   snprintf(library_path, sizeof(library_path), "%s/libspark_model.so", dir);
-  snprintf(pack_path, sizeof(pack_path), "%s/model.spkw", dir);
+  if (pack)
+    snprintf(pack_path, sizeof(pack_path), "%s", pack);
+  else
+    snprintf(pack_path, sizeof(pack_path), "%s/model.spkw", dir);
   if (access(library_path, R_OK) != 0) {
     snprintf(error, error_bytes,
              "%s: missing; expected a spark-compile output folder of a "

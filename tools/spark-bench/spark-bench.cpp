@@ -48,11 +48,15 @@ const char *kUsage =
     "usage: spark-bench OUT [-p|--prompt 512] [-n|--gen 128] [-t|--threads 1,2]\n"
     "                   [-r|--repetitions 3] [-d|--depth 0[,4096,...]]\n"
     "                   [--json PATH] [--profile] [--no-bandwidth] [--no-verify]\n"
+    "                   [--pack F]\n"
     "  -d: decode after this many prefilled positions (one tg row each)\n"
     "  --json: also write the results as JSON to PATH\n"
     "  --profile: time per kernel kind and layer type of the prefill of -p\n"
     "             tokens and of one decode step (after the largest -d)\n"
-    "  --no-bandwidth: skip the stream-bandwidth probe and roofline columns\n";
+    "  --no-bandwidth: skip the stream-bandwidth probe and roofline columns\n"
+    "  --pack: open the weight pack F (of the same build) instead of\n"
+    "          OUT/model.spkw: two builds of one model measured on the same\n"
+    "          pages of one pack\n";
 // clang-format on
 
 int fail(const std::string &message) {
@@ -370,6 +374,7 @@ int main(int argc, char **argv) {
                          {"json", true},
                          {"no-bandwidth", false},
                          {"no-verify", false},
+                         {"pack", true},
                          {"profile", false},
                          {"help", false}});
   if (args.has("help")) {
@@ -383,6 +388,7 @@ int main(int argc, char **argv) {
   if (args.positional().size() != 1)
     return fail(std::string("expected one output folder\n") + kUsage);
   const std::string outDir = args.positional()[0];
+  const std::string pack = args.get("pack", "");
   std::vector<int> threadCounts, depths;
   std::string listError =
       parseList(args.get("threads", "1,2"), "--threads", 1, threadCounts);
@@ -446,7 +452,7 @@ int main(int argc, char **argv) {
     params.num_threads = threads;
     params.verify_checksums = !args.has("no-verify");
     double start = now();
-    std::string error = loaded.load(outDir, params);
+    std::string error = loaded.load(outDir, params, pack);
     if (!error.empty())
       return fail(error);
     spark_session *session;
@@ -459,7 +465,7 @@ int main(int argc, char **argv) {
       deferred.verify_checksums = SPARK_VERIFY_IN_BACKGROUND;
       spark_session *ready;
       const double t0 = now();
-      std::string error = background.load(outDir, deferred);
+      std::string error = background.load(outDir, deferred, pack);
       if (!error.empty())
         return fail(error);
       if (spark_status s =

@@ -45,7 +45,7 @@ static const char *kUsage =
     "usage: spark-run OUT --prompt-ids 1,2,3 [--n-predict N] [--threads T]\n"
     "                 [--chunk C] [--logits-out F.npy] [--temperature X]\n"
     "                 [--top-k K] [--top-p P] [--seed S] [--print-dispatch]\n"
-    "                 [--no-verify]"
+    "                 [--no-verify] [--pack F]"
 #ifdef SPARK_RUN_TEXT
     "\n"
     "       spark-run OUT --prompt TEXT | --chat [--system TEXT] [--tools FILE]\n"
@@ -61,11 +61,12 @@ static const char *kUsage =
     "tokenizer.json and tokenizer_config.json are (default OUT).\n"
 #endif
 #ifdef SPARK_RUN_STATIC_MODEL
-    " [--pack F]\n"
-    "(this static build carries its model; OUT is optional and names the\n"
-    "folder of model.spkw, by default the executable's own)\n";
+    "\n(this static build carries its model; OUT is optional and names the\n"
+    "folder of model.spkw, by default the executable's own; --pack F opens\n"
+    "the weight pack F instead)\n";
 #else
-    "\n";
+    "\n--pack F: open the weight pack F (of the same build) instead of\n"
+    "OUT/model.spkw\n";
 #endif
 
 static int fail(const char *format, const char *detail) {
@@ -142,10 +143,8 @@ static const char *parse(int argc, char **argv, options *o) {
     else if (!strcmp(name, "tokenizer"))
       o->tokenizer = value;
 #endif
-#ifdef SPARK_RUN_STATIC_MODEL
     else if (!strcmp(name, "pack"))
       o->pack = value;
-#endif
     else if (!strcmp(name, "temperature") || !strcmp(name, "top-p")) {
       double v = strtod(value, &end);
       if (!*value || *end) {
@@ -351,7 +350,7 @@ int main(int argc, char **argv) {
   void *library = NULL;
 #else
   void *library = NULL;
-  if (spark_open_model_dir(o.out, params, &model, &library, error,
+  if (spark_open_model_dir(o.out, o.pack, params, &model, &library, error,
                            sizeof(error)) != 0)
     return fail("%s", error);
 #endif
