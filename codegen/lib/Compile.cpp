@@ -427,12 +427,9 @@ Error spark::buildS25Bundle(const Checkpoint &checkpoint, const Build &build) {
                           {"INTEGRATION.md", "INTEGRATION.md"}}) {
     const std::string source =
         dataPath(std::string("targets/hexagon/s25/") + from);
-    ErrorOr<std::unique_ptr<MemoryBuffer>> text = MemoryBuffer::getFile(source);
-    if (!text)
-      return error(source + ": cannot read (" + text.getError().message() +
+    if (std::error_code ec = sys::fs::copy_file(source, folder.file(to)))
+      return error(source + ": cannot copy into the bundle (" + ec.message() +
                    "); reinstall spark-compile");
-    if (Error e = writeFile(folder.file(to), (*text)->getBuffer()))
-      return e;
   }
   json::Object manifest{
       {"format", "spark-compile bundle manifest 1"},
