@@ -13,6 +13,7 @@
 #include "spark/Codegen/PlanIR.h"
 
 #include "spark/Passes/Passes.h"
+#include "spark/model_abi.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/EmitC/Transforms/Passes.h"
@@ -38,6 +39,18 @@ std::string kernelSymbol(const KernelSpec &k, StringRef variant) {
 }
 
 namespace {
+
+/// The spark_layout enumerator of a pack tensor's layout.
+const char *layoutName(int layout) {
+  switch (layout) {
+  case SPARK_LAYOUT_TABLE:
+    return "SPARK_LAYOUT_TABLE";
+  case SPARK_LAYOUT_GROUPED_ROWS:
+    return "SPARK_LAYOUT_GROUPED_ROWS";
+  default:
+    return "SPARK_LAYOUT_ROW_MAJOR";
+  }
+}
 
 /// The driver's wrapper of microkernel `m` for kernel `k`
 /// (Microkernel::wrapper).
@@ -311,9 +324,7 @@ public:
       os << formatv("    {{.name = \"{0}\", .dtype = {1}, .layout = {2}, "
                     ".bytes = {3}ull},\n",
                     t.name, "SPARK_DTYPE_" + dtypeName(t.dtype).str(),
-                    t.layout == 0 ? "SPARK_LAYOUT_ROW_MAJOR"
-                                  : "SPARK_LAYOUT_TABLE",
-                    t.bytes());
+                    layoutName(t.layout), t.bytes());
     os << "};\n\nstatic const spark_cache_def caches[] = {\n";
     for (const CacheSpec &c : plan.caches)
       os << formatv("    {{.layout = {0}, .dtype = SPARK_DTYPE_{4}, .slots = "
@@ -473,8 +484,9 @@ const spark_model_def *{6}(void);
 /// A matrix of the model (embedding, projection, head), not a norm, a table
 /// or a matrix's scales or zero points.
 static bool isMatrix(const PackTensor &t) {
-  return t.layout == 0 && t.shape.size() == 2 &&
-         t.role == PackTensor::Role::Data;
+  return (t.layout == SPARK_LAYOUT_ROW_MAJOR ||
+          t.layout == SPARK_LAYOUT_GROUPED_ROWS) &&
+         t.shape.size() == 2 && t.role == PackTensor::Role::Data;
 }
 
 /// Average stored bits per weight of the matrices (embedding, projections,
@@ -485,6 +497,7 @@ static double bitsPerWeight(const ModelPlan &plan) {
     if (!isMatrix(t))
       continue;        // scales and zeros are counted with their matrix
     if (t.group > 0) { // 4-bit codes + an f16 scale (and zero) per group
+                       // (grouped rows' padding not counted)
       double weights = double(t.shape[0]) * double(t.codeCols);
       parameters += weights;
       bits += 4.0 * weights +

@@ -5,6 +5,8 @@
 
 #include "spark/Dialect/SparkOps.h"
 #include "spark/Import/FloatFormats.h"
+#include "spark/Targets/Target.h"
+#include "spark/model_abi.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -71,6 +73,31 @@ void PackTensor::readElements(int64_t first, int64_t count, float *out) const {
         out[i] /= rowScales[(first + i) / shape.back()];
     return;
   }
+  if (rowBytes == 0)
+    return readCodeBytes(first, count, out);
+  // Grouped rows: each row's code bytes, then the bytes of its f16 scales
+  // and zero points (little endian), then zeros up to rowBytes.
+  const int64_t codeBytes = codeCols / 2, groups = codeCols / group;
+  for (int64_t at = first, end = first + count; at < end;) {
+    const int64_t row = at / rowBytes, column = at % rowBytes;
+    if (column < codeBytes) {
+      const int64_t n = std::min(end - at, codeBytes - column);
+      readCodeBytes(row * codeBytes + column, n, out + (at - first));
+      at += n;
+      continue;
+    }
+    const int64_t side = column - codeBytes;
+    uint16_t half = 0;
+    if (side < 2 * groups)
+      half = floatToHalf(groupScales[row * groups + side / 2]);
+    else if (!symmetricGroups && side < 4 * groups)
+      half = floatToHalf(groupZeros[row * groups + (side - 2 * groups) / 2]);
+    out[at - first] = float(side % 2 == 0 ? half & 0xff : half >> 8);
+    ++at;
+  }
+}
+
+void PackTensor::readCodeBytes(int64_t first, int64_t count, float *out) const {
   // Bytes of two 4-bit codes: the values of the 2 * count codes, then each
   // group's 1 / scale once, as quantizeInt4 computes it.
   std::vector<float> codes(2 * count);
@@ -140,6 +167,11 @@ public:
       : ckpt(ckpt), options(options) {
     plan.config = ckpt.config();
     plan.options = options;
+    if (llvm::Expected<TargetInfo> target =
+            targetFor(options.target, options.amxKernel))
+      groupedRows = target->groupedRows;
+    else
+      llvm::consumeError(target.takeError()); // reported by the build
   }
 
   llvm::Expected<ModelPlan> run(ModuleOp module);
@@ -177,10 +209,14 @@ private:
   int64_t newValue(Value v, int64_t features);
   View activation(Value v, std::vector<int64_t> innerExtents = {});
   View weightView(int tensor);
+  /// The views a quantized matrix's kernel takes: its codes, then its
+  /// scales and (asymmetric 4-bit) zero points, as the tensor stores them.
+  std::vector<Step::Arg> quantizedViews(int tensor, StringRef symbol);
   llvm::Error cacheOf(Operation *op, Value cache, int &index);
 
   const Checkpoint &ckpt;
   const BuildOptions &options;
+  bool groupedRows = false; // TargetInfo::groupedRows
   ModelPlan plan;
   llvm::DenseMap<Value, Storage> storage;
   std::map<std::string, int> kernelIndex;
@@ -262,8 +298,14 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
         {PackTensor::Role::Scales, DType::F16, {rows, groups}}};
     if (!symmetric) // zero points 8, not stored
       sides.push_back({PackTensor::Role::Zeros, DType::F16, {rows, groups}});
-    if (reuseQuantized(tensor, {rows, cols / 2}, DType::U8, sides,
-                       symbol.getValue()))
+    if (groupedRows) {
+      // One tensor: each row's codes, scales and zero points.
+      tensor.rowBytes = groupedRowBytes(cols, group, symmetric);
+      tensor.layout = SPARK_LAYOUT_GROUPED_ROWS;
+      sides.clear();
+    }
+    if (reuseQuantized(tensor, {rows, groupedRows ? tensor.rowBytes : cols / 2},
+                       DType::U8, sides, symbol.getValue()))
       return addTensor(std::move(tensor), symbol.getValue());
     tensor.groupScales.resize(rows * groups);
     tensor.groupZeros.resize(rows * groups);
@@ -300,18 +342,22 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
       // Half precision: 4 + 2 x 16 / 128 = 4.25 bits per weight. Zero points
       // (0..15) are exact; scales are rounded to f16 here so the codes
       // below are chosen against the scales the kernels will read.
+      for (float &v : *values)
+        v = halfToFloat(floatToHalf(v));
+      if (groupedRows)
+        continue; // stored in the rows
       PackTensor side;
       side.role = role;
       side.name = sideName(tensor.name, role);
       side.dtype = DType::F16;
       side.shape = std::vector<int64_t>{rows, groups};
-      for (float &v : *values)
-        v = halfToFloat(floatToHalf(v));
       side.values = *values;
       sideIndex(role)[symbol.getValue()] = int(plan.tensors.size());
       plan.tensors.push_back(std::move(side));
     }
     tensor.shape = std::vector<int64_t>{rows, cols / 2}; // bytes
+    if (groupedRows)
+      tensor.shape = std::vector<int64_t>{rows, tensor.rowBytes};
   } else if (weight && weight.getQuant()) {
     // w8a16: symmetric int8 per output row; scale = max |row| / 127.
     tensor.dtype = DType::I8;
@@ -358,13 +404,14 @@ bool Planner::reuseQuantized(PackTensor &tensor,
   if (!plan.weightsFrom)
     return false;
   std::optional<PackReader::Stored> codes =
-      plan.weightsFrom->find(tensor.name, storedType, storedShape);
+      plan.weightsFrom->find(tensor.name, storedType, tensor.layout, storedShape);
   if (!codes)
     return false;
   std::vector<PackReader::Stored> found;
   for (size_t i = 0; i < sides.size(); ++i) {
     std::optional<PackReader::Stored> side = plan.weightsFrom->find(
-        sideName(tensor.name, sides[i].role), sides[i].dtype, sides[i].shape);
+        sideName(tensor.name, sides[i].role), sides[i].dtype,
+        SPARK_LAYOUT_ROW_MAJOR, sides[i].shape);
     if (!side)
       return false;
     found.push_back(*side);
@@ -411,7 +458,7 @@ std::array<int, 4> Planner::ropeTables(RopeTableOp table) {
     }
     PackTensor tensor;
     tensor.name = name;
-    tensor.layout = 1; // SPARK_LAYOUT_TABLE
+    tensor.layout = SPARK_LAYOUT_TABLE;
     tensor.shape = {parts[part].rows, half};
     for (int64_t r = 0; r < parts[part].rows; ++r)
       for (int64_t i = 0; i < half; ++i) {
@@ -513,6 +560,37 @@ static Step::Arg scalarArg(Step::Arg::Kind kind, int64_t bound = 0,
   return a;
 }
 
+std::vector<Step::Arg> Planner::quantizedViews(int tensor, StringRef symbol) {
+  const PackTensor &t = plan.tensors[tensor];
+  std::vector<Step::Arg> args;
+  if (t.rowBytes == 0) {
+    args.push_back(viewArg(weightView(tensor)));
+    if (t.dtype == DType::I8 || t.dtype == DType::U8)
+      args.push_back(viewArg(weightView(scalesIndex.lookup(symbol))));
+    if (t.dtype == DType::U8 && !t.symmetricGroups)
+      args.push_back(viewArg(weightView(zerosIndex.lookup(symbol))));
+    return args;
+  }
+  // Grouped rows: [K/2, N] codes, then [K/group, N] f16 scales and zero
+  // points at their place in each row (offsets and strides in elements).
+  const int64_t rows = t.shape[0], groups = t.codeCols / t.group;
+  auto part = [&](DType type, int64_t column, int64_t extent) {
+    View view = weightView(tensor);
+    const int64_t size = int64_t(dtypeSize(type));
+    view.type = type;
+    view.column = column / size;
+    view.extents = {extent / size, rows};
+    view.strides = {1, t.rowBytes / size};
+    return viewArg(view);
+  };
+  const int64_t codeBytes = t.codeCols / 2;
+  args.push_back(part(DType::U8, 0, codeBytes));
+  args.push_back(part(DType::F16, codeBytes, 2 * groups));
+  if (!t.symmetricGroups)
+    args.push_back(part(DType::F16, codeBytes + 2 * groups, 2 * groups));
+  return args;
+}
+
 llvm::Error Planner::lower(Operation *op) {
   const DType matrixType = options.dtype;
   llvm::Error err = llvm::Error::success();
@@ -541,19 +619,15 @@ llvm::Error Planner::lower(Operation *op) {
     spec.weightType = plan.tensors[table].dtype;
     spec.group = plan.tensors[table].group;
     spec.symmetricGroups = plan.tensors[table].symmetricGroups;
+    spec.rowBytes = plan.tensors[table].rowBytes;
     step.kernel = kernel(spec);
     View ids;
     ids.base = View::Base::Tokens;
     ids.isInt32 = true;
     ids.hasRows = true;
     ids.rowStride = 1;
-    step.args = {viewArg(ids), viewArg(weightView(table))};
-    if (spec.weightType == DType::I8 || spec.weightType == DType::U8)
-      step.args.push_back(
-          viewArg(weightView(scalesIndex.lookup(embed.getTable()))));
-    if (spec.weightType == DType::U8 && !spec.symmetricGroups)
-      step.args.push_back(
-          viewArg(weightView(zerosIndex.lookup(embed.getTable()))));
+    step.args = {viewArg(ids)};
+    llvm::append_range(step.args, quantizedViews(table, embed.getTable()));
     step.args.push_back(output(embed.getResult()));
   } else if (auto norm = dyn_cast<RMSNormOp>(op)) {
     if (norm.getOutputScale())
@@ -584,6 +658,7 @@ llvm::Error Planner::lower(Operation *op) {
     spec.weightType = plan.tensors[w].dtype;
     spec.group = plan.tensors[w].group;
     spec.symmetricGroups = plan.tensors[w].symmetricGroups;
+    spec.rowBytes = plan.tensors[w].rowBytes;
     if (auto inputQuant = op->getAttrOfType<QuantAttr>("input_quant")) {
       spec.inputBits = inputQuant.getBits();
       spec.inputBlock = inputQuant.getGroupSize();
@@ -594,13 +669,8 @@ llvm::Error Planner::lower(Operation *op) {
     step.kernel = kernel(spec);
     spec.phase = Phase::Decode;
     step.decodeKernel = kernel(spec);
-    step.args = {input(in), viewArg(weightView(w))};
-    if (spec.weightType == DType::I8 || spec.weightType == DType::U8)
-      step.args.push_back(
-          viewArg(weightView(scalesIndex.lookup(symbol.getValue()))));
-    if (spec.weightType == DType::U8 && !spec.symmetricGroups)
-      step.args.push_back(
-          viewArg(weightView(zerosIndex.lookup(symbol.getValue()))));
+    step.args = {input(in)};
+    llvm::append_range(step.args, quantizedViews(w, symbol.getValue()));
     if (options.probeInputs) {
       step.probeInput =
           int(plan.config.numLayers + int64_t(plan.inputProbes.size()));

@@ -79,12 +79,13 @@ Expected<std::shared_ptr<PackReader>> PackReader::open(StringRef path) {
 }
 
 std::optional<PackReader::Stored>
-PackReader::find(StringRef name, DType dtype, ArrayRef<int64_t> shape) const {
+PackReader::find(StringRef name, DType dtype, int layout,
+                 ArrayRef<int64_t> shape) const {
   auto it = entries.find(name);
   if (it == entries.end())
     return std::nullopt;
   const spark_pack_entry &e = table[it->second];
-  if (e.dtype != uint32_t(dtype) || e.layout != 0 /* row-major */ ||
+  if (e.dtype != uint32_t(dtype) || e.layout != uint32_t(layout) ||
       e.rank != shape.size() || shape.size() > 4)
     return std::nullopt;
   uint64_t elements = 1;

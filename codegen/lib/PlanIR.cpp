@@ -212,10 +212,11 @@ kernel::SpecAttr specAttr(MLIRContext *context, const KernelSpec &spec) {
       optionalFloat(context, spec.epsilon), optionalFloat(context, spec.scale),
       optionalFloat(context, spec.theta), spec.heads, spec.kvHeads,
       spec.headDim, spec.rotaryDim, spec.window, spec.slots, spec.block,
-      spec.group, spec.symmetricGroups, spec.inputBits, spec.inputBlock,
-      elementType(context, spec.inputType), spec.ring, spec.gated,
-      kernel::Elementwise(int(spec.op)), optionalFloat(context, spec.parameter),
-      spec.lhsWidth, spec.rhsWidth, spec.lhsRows, spec.rhsRows);
+      spec.group, spec.symmetricGroups, spec.rowBytes, spec.inputBits,
+      spec.inputBlock, elementType(context, spec.inputType), spec.ring,
+      spec.gated, kernel::Elementwise(int(spec.op)),
+      optionalFloat(context, spec.parameter), spec.lhsWidth, spec.rhsWidth,
+      spec.lhsRows, spec.rhsRows);
 }
 
 KernelSpec kernelSpec(kernel::SpecAttr attr) {
@@ -239,6 +240,7 @@ KernelSpec kernelSpec(kernel::SpecAttr attr) {
   spec.block = attr.getBlock();
   spec.group = attr.getGroup();
   spec.symmetricGroups = attr.getSymmetric();
+  spec.rowBytes = attr.getRowBytes();
   spec.inputBits = attr.getInputBits();
   spec.inputBlock = attr.getInputBlock();
   spec.inputType = elementDType(attr.getInputType());

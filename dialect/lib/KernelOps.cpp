@@ -1,5 +1,6 @@
 //===- KernelOps.cpp - the spark_kernel dialect ---------------------------===//
 #include "spark/Dialect/KernelOps.h"
+#include "spark/model_abi.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -40,10 +41,10 @@ LogicalResult SpecAttr::verify(
     Type weightType, int64_t in, int64_t out, FloatAttr epsilon,
     FloatAttr scale, FloatAttr theta, int64_t heads, int64_t kvHeads,
     int64_t headDim, int64_t rotaryDim, int64_t window, int64_t slots,
-    int64_t block, int64_t group, bool symmetric, int64_t inputBits,
-    int64_t inputBlock, Type inputType, bool ring, bool gated, Elementwise op,
-    FloatAttr parameter, int64_t lhsWidth, int64_t rhsWidth, bool lhsRows,
-    bool rhsRows) {
+    int64_t block, int64_t group, bool symmetric, int64_t rowBytes,
+    int64_t inputBits, int64_t inputBlock, Type inputType, bool ring,
+    bool gated, Elementwise op, FloatAttr parameter, int64_t lhsWidth,
+    int64_t rhsWidth, bool lhsRows, bool rhsRows) {
   const StringRef name = stringifyKind(kind);
   auto positive = [&](int64_t v, StringRef field) -> LogicalResult {
     if (v > 0)
@@ -67,6 +68,19 @@ LogicalResult SpecAttr::verify(
   if (symmetric && group == 0)
     return emitError() << name << " kernel: `symmetric` applies to ui4 "
                        << "weights only";
+  if (rowBytes != 0) {
+    // A grouped row: in/2 code bytes, then in/group f16 scales and (unless
+    // symmetric) as many f16 zero points.
+    const int64_t needed =
+        group > 0 ? in / 2 + (in / group) * 2 * (symmetric ? 1 : 2) : 0;
+    if (group == 0 || rowBytes < needed || rowBytes % 2 != 0)
+      return emitError() << name << " kernel: row_bytes " << rowBytes
+                         << " must be even and hold a ui4 row's codes, "
+                         << "scales and zero points ("
+                         << (group > 0 ? std::to_string(needed)
+                                       : std::string("ui4 weights only"))
+                         << ")";
+  }
   switch (kind) {
   case Kind::Embed:
     return failure(failed(positive(in, "in")) || failed(positive(out, "out")));
@@ -288,10 +302,12 @@ LogicalResult ViewOp::verify() {
   if (getBase() == Buffer::Tokens &&
       !type.getElementType().isSignlessInteger(32))
     return emitOpError() << "token ids are i32, got " << type;
-  if ((getBase() == Buffer::Weight || getBase() == Buffer::Cache) &&
-      offset != 0)
-    return emitOpError() << "views of tensors and caches start at their "
-                         << "first element, got offset " << offset;
+  if (getBase() == Buffer::Cache && offset != 0)
+    return emitOpError() << "views of caches start at their first element, "
+                         << "got offset " << offset;
+  if (getBase() == Buffer::Weight && offset < 0)
+    return emitOpError() << "views of tensors start inside them, got offset "
+                         << offset;
   return success();
 }
 
@@ -304,8 +320,23 @@ LogicalResult ViewOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (auto tensor = dyn_cast_or_null<TensorOp>(source);
       tensor && getBase() == Buffer::Weight) {
     auto type = cast<RankedTensorType>(tensor.getType());
-    elements = type.getNumElements();
-    element = type.getElementType();
+    Type viewed = getType().getElementType();
+    if (tensor.getLayout() == SPARK_LAYOUT_GROUPED_ROWS &&
+        viewed != type.getElementType()) {
+      // Grouped rows hold f16 scales and zero points among the code bytes:
+      // such a view reads the bytes as its own type.
+      const int64_t bits = viewed.getIntOrFloatBitWidth();
+      if (!viewed.isF16())
+        return emitOpError()
+               << "reads " << getSourceAttr() << "'s grouped rows as " << viewed
+               << "; expected ui8 codes or f16 scales and "
+               << "zero points";
+      elements = type.getNumElements() * 8 / bits;
+      element = viewed;
+    } else {
+      elements = type.getNumElements();
+      element = type.getElementType();
+    }
   } else if (auto cache = dyn_cast_or_null<CacheOp>(source);
              cache && getBase() == Buffer::Cache) {
     auto type = cast<MemRefType>(cache.getType());
@@ -318,7 +349,7 @@ LogicalResult ViewOp::verifySymbolUses(SymbolTableCollection &symbols) {
   }
   FailureOr<int64_t> reach = footprint(getType(), 1, offset);
   if (getType().getElementType() != element || failed(reach) ||
-      *reach > elements)
+      offset + *reach > elements)
     return emitOpError() << "does not fit " << getSourceAttr() << " ("
                          << elements << " elements of " << element << ")";
   return success();

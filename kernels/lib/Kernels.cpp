@@ -36,11 +36,13 @@ Type halideType(DType type) {
 static std::string typeSuffix(DType type) { return dtypeName(type).lower(); }
 
 /// The weight part of a matrix kernel's name: "bf16", "i8", "u4g128" (4-bit
-/// asymmetric groups) or "s4g128" (symmetric).
+/// asymmetric groups) or "s4g128" (symmetric), "u4g128r1088" with grouped
+/// rows of 1088 bytes.
 static std::string weightSuffix(const KernelSpec &s) {
   if (!s.group)
     return typeSuffix(s.weightType);
-  return (s.symmetricGroups ? "s4g" : "u4g") + std::to_string(s.group);
+  return (s.symmetricGroups ? "s4g" : "u4g") + std::to_string(s.group) +
+         (s.rowBytes ? "r" + std::to_string(s.rowBytes) : "");
 }
 
 /// A parameter's part of a kernel name: `readable` (an integer the value
@@ -167,7 +169,9 @@ void buildEmbed(KernelAlgorithm &k) {
   }
   out(k.x, k.y) = value;
   table.dim(0).set_bounds(0, storedCols);
-  table.dim(1).set_bounds(0, int(s.out)).set_stride(storedCols);
+  table.dim(1)
+      .set_bounds(0, int(s.out))
+      .set_stride(s.rowBytes ? int(s.rowBytes) : storedCols);
   k.output = out;
   k.arguments = {ids, table};
   if (s.weightType == DType::I8 || s.group)
@@ -275,7 +279,9 @@ void buildLinear(KernelAlgorithm &k) {
   k.accumulator = dot;
   x.dim(0).set_bounds(0, int(s.in));
   w.dim(0).set_bounds(0, storedCols);
-  w.dim(1).set_bounds(0, int(s.out)).set_stride(storedCols);
+  w.dim(1)
+      .set_bounds(0, int(s.out))
+      .set_stride(s.rowBytes ? int(s.rowBytes) : storedCols);
   k.output = out;
   k.arguments = {x, w};
   if (s.weightType == DType::I8 || s.group)

@@ -149,7 +149,16 @@ private:
       if (it == index.end())
         return v.emitOpError("names no spark_kernel.")
                << (weight ? "tensor" : "cache") << " of the plan";
-      return pointerAt(weight ? weights : caches, it->second);
+      Value base = pointerAt(weight ? weights : caches, it->second);
+      if (l.offset == 0)
+        return base;
+      // Inside a tensor's rows (the scales of grouped 4-bit rows): a byte
+      // offset from its start.
+      const int64_t bytes =
+          std::max<int64_t>(1, v.getType().getElementTypeBitWidth() / 8);
+      Value bytePointer =
+          emitc::CastOp::create(b, pointer("const uint8_t"), base);
+      return offset(bytePointer, l.offset * bytes);
     }
     case kernel::Buffer::Tokens:
       if (!first)

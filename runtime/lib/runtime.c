@@ -496,9 +496,11 @@ spark_status spark_model_open(const spark_model_def *def, const char *pack_path,
         strcmp(e->name, t->name) != 0 || e->dtype != (uint32_t)t->dtype ||
         e->layout != (uint32_t)t->layout || e->bytes != t->bytes)
       REJECT(SPARK_ERROR_PACK_MISMATCH,
-             "%s: tensor %d is '%.96s', the library "
-             "expects '%s' with %llu bytes",
-             pack_path, i, e->name, t->name, (unsigned long long)t->bytes);
+             "%s: tensor %d is '%.96s' (dtype %u, layout %u, %llu bytes), "
+             "the library expects '%s' (dtype %d, layout %d, %llu bytes)",
+             pack_path, i, e->name, (unsigned)e->dtype, (unsigned)e->layout,
+             (unsigned long long)e->bytes, t->name, (int)t->dtype,
+             (int)t->layout, (unsigned long long)t->bytes);
     if (e->offset > bytes || e->bytes > bytes - e->offset)
       REJECT(SPARK_ERROR_BAD_PACK, "%s: tensor '%s' lies outside the file",
              pack_path, t->name);

@@ -27,6 +27,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -307,6 +308,46 @@ struct FourBit {
       scales[i] = floatToHalf(0.01f + 0.001f * float(i % 37));
   }
 };
+
+/// A 4-bit matrix's buffers as a kernel is handed them: dense (codes
+/// [N][K/2], scales and zero points [N][K/group] each), or grouped rows
+/// (SPARK_LAYOUT_GROUPED_ROWS: each row's K/2 code bytes, its f16 scales,
+/// then its f16 zero points if any, padded to a multiple of 64 bytes), where
+/// the scales and zeros are views of the same rows.
+struct FourBitBuffers {
+  std::vector<uint8_t> rows; // grouped
+  Buffer w, scales, zeros;
+  FourBitBuffers(bool grouped, int rows_, int groups,
+                 std::vector<uint8_t> &codes, std::vector<uint16_t> &dense,
+                 std::vector<uint16_t> *denseZeros)
+      : w(codes.data(), halide_type_uint, 8, K / 2, rows_, K / 2),
+        scales(dense.data(), halide_type_float, 16, groups, rows_, groups),
+        zeros(denseZeros ? denseZeros->data() : nullptr, halide_type_float, 16,
+              groups, rows_, groups) {
+    if (!grouped)
+      return;
+    const int sides = groups * 2 * (denseZeros ? 2 : 1);
+    const int stride = (K / 2 + sides + 63) / 64 * 64;
+    rows.assign(size_t(rows_) * stride, 0xA5); // padding is never read as data
+    for (int n = 0; n < rows_; ++n) {
+      uint8_t *row = rows.data() + size_t(n) * stride;
+      std::memcpy(row, codes.data() + size_t(n) * (K / 2), K / 2);
+      std::memcpy(row + K / 2, dense.data() + size_t(n) * groups, 2 * groups);
+      if (denseZeros)
+        std::memcpy(row + K / 2 + 2 * groups,
+                    denseZeros->data() + size_t(n) * groups, 2 * groups);
+    }
+    w = Buffer(rows.data(), halide_type_uint, 8, K / 2, rows_, stride);
+    scales = Buffer(rows.data() + K / 2, halide_type_float, 16, groups, rows_,
+                    stride / 2);
+    zeros = Buffer(rows.data() + K / 2 + 2 * groups, halide_type_float, 16,
+                   groups, rows_, stride / 2);
+    for (Buffer *b : {&w, &scales, &zeros}) // their own dims, not the copies'
+      b->b.dim = b->d;
+  }
+  FourBitBuffers(const FourBitBuffers &) = delete;
+};
+
 class W4A16Kernels : public MatrixKernels {};
 class WideKernels : public MatrixKernels {};
 
@@ -371,13 +412,15 @@ TEST_P(Int8Kernels, W4A8) {
         magnitude[size_t(t) * N + n] = mag * xs;
       }
     }
-    std::vector<float> out = c.out();
-    Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
-    Buffer wb(w.data(), halide_type_uint, 8, K / 2, N, K / 2);
-    Buffer sb(scales.data(), halide_type_float, 16, K / Group, N, K / Group);
-    Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
-    ASSERT_EQ(set().w4a8(&x.b, &wb.b, &sb.b, 0.0f, &ob.b), 0);
-    expectClose(c, out, want, magnitude);
+    for (const bool grouped : {false, true}) {
+      SCOPED_TRACE(grouped ? "grouped rows" : "dense rows");
+      std::vector<float> out = c.out();
+      Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
+      FourBitBuffers wb(grouped, N, K / Group, w, scales, nullptr);
+      Buffer ob(out.data(), halide_type_float, 32, N, c.T, OutStride);
+      ASSERT_EQ(set().w4a8(&x.b, &wb.w.b, &wb.scales.b, 0.0f, &ob.b), 0);
+      expectClose(c, out, want, magnitude);
+    }
   }
 }
 
@@ -423,17 +466,16 @@ TEST_P(W4A16Kernels, W4A16) {
             want[size_t(t) * N + n] = sum;
             magnitude[size_t(t) * N + n] = mag;
           }
-        std::vector<float> out = c.out();
-        Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
-        Buffer wb(w.data(), halide_type_uint, 8, K / 2, Rows, K / 2);
-        Buffer sb(scales.data(), halide_type_float, 16, K / Group, Rows,
-                  K / Group);
-        Buffer zb(zeros.data(), halide_type_float, 16, K / Group, Rows,
-                  K / Group);
-        Buffer ob(out.data(), halide_type_float, 32, Rows, c.T, OutStride);
-        ASSERT_EQ(kernel(&x.b, &wb.b, &sb.b, &zb.b, &ob.b), 0)
-            << "inputs " << type;
-        expectClose(c, out, want, magnitude, Rows);
+        for (const bool grouped : {false, true}) {
+          SCOPED_TRACE(grouped ? "grouped rows" : "dense rows");
+          std::vector<float> out = c.out();
+          Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
+          FourBitBuffers wb(grouped, Rows, K / Group, w, scales, &zeros);
+          Buffer ob(out.data(), halide_type_float, 32, Rows, c.T, OutStride);
+          ASSERT_EQ(kernel(&x.b, &wb.w.b, &wb.scales.b, &wb.zeros.b, &ob.b), 0)
+              << "inputs " << type;
+          expectClose(c, out, want, magnitude, Rows);
+        }
       }
     }
 }

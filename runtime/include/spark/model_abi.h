@@ -28,7 +28,13 @@ typedef enum spark_dtype {
 /* How a pack tensor is laid out (what its kernel reads). */
 typedef enum spark_layout {
   SPARK_LAYOUT_ROW_MAJOR = 0, /* [rows][cols], the checkpoint's own order */
-  SPARK_LAYOUT_TABLE = 1,     /* precomputed table (RoPE cos/sin) [positions][dims] */
+  SPARK_LAYOUT_TABLE =
+      1, /* precomputed table (RoPE cos/sin) [positions][dims] */
+  /* 4-bit weights with their group scales (and zero points) in each row
+   * (U8 [rows][row bytes]): a row's K/2 code bytes, its K/group f16 scales,
+   * then (asymmetric groups) its K/group f16 zero points, zero-padded to a
+   * multiple of 64 bytes, so one stream holds everything a row needs. */
+  SPARK_LAYOUT_GROUPED_ROWS = 2,
 } spark_layout;
 
 typedef enum spark_cache_layout {

@@ -32,6 +32,33 @@ static inline int spark_groups_fit(const halide_buffer_t *x,
   return side->dim[0].extent == groups && side->dim[1].stride == groups;
 }
 
+/* Whether a 4-bit linear call's buffers fit a kernel that reads rows by
+ * their strides: x f32 [K, T], w u8 [K/2, N], scales (and zeros, unless
+ * NULL) f16 [K/group, N], out f32 [N, T], K a multiple of `group` and N of
+ * n_multiple. The rows are dense ([N][K/2] codes, [N][K/group] scales and
+ * zero points) or grouped (SPARK_LAYOUT_GROUPED_ROWS: each row's scales and
+ * zero points in the same row as its codes, one row stride, a multiple of 64
+ * bytes); either way the zero points, if any, are as far apart as the
+ * scales. */
+static inline int spark_grouped_rows_fit(const halide_buffer_t *x,
+                                         const halide_buffer_t *w,
+                                         const halide_buffer_t *scales,
+                                         const halide_buffer_t *zeros,
+                                         const halide_buffer_t *out, int group,
+                                         int n_multiple) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  const int groups = K / group, stride = w->dim[1].stride;
+  const int s_stride = scales->dim[1].stride;
+  const int dense = stride == K / 2 && s_stride == groups;
+  const int grouped = stride >= K / 2 + (zeros ? 4 : 2) * groups &&
+                      stride % 64 == 0 && 2 * s_stride == stride;
+  return K % group == 0 && N % n_multiple == 0 && w->dim[0].extent == K / 2 &&
+         out->dim[0].extent == N && out->dim[1].extent == T &&
+         scales->dim[0].extent == groups && (dense || grouped) &&
+         (!zeros ||
+          (zeros->dim[0].extent == groups && zeros->dim[1].stride == s_stride));
+}
+
 /* Writes the K codes of x with `scale` (> 0: a static, calibrated scale), or
  * else with the row's own, max |x| / 127; returns the scale used. */
 static inline float spark_quantize_row(const float *x, int K, float scale,

@@ -324,6 +324,7 @@ TargetInfo x86Target(TargetKind kind, AmxKernel amxKernel) {
   t.unsupportedMessage =
       "this library needs an x86-64 CPU with AVX2, FMA and F16C";
   t.native = true;
+  t.groupedRows = true;
   t.microkernelFor = microkernelFor;
   t.compilesKernel = compilesKernel;
   t.schedule = scheduleX86;

@@ -82,10 +82,10 @@ static inline void prefetch_group(const uint8_t *line, int g, int G) {
 }
 
 typedef struct avx2_job {
-  const uint8_t *w;           /* [N][row bytes] */
+  const uint8_t *w;           /* [N][row bytes] (4-bit: [N][w_stride]) */
   const float *row_scales;    /* w8a8, w8a16: [N] */
-  const uint16_t *scales;     /* 4-bit: f16 [N][K/G] */
-  const uint16_t *zeros;      /* w4a16: f16 [N][K/G] */
+  const uint16_t *scales;     /* 4-bit: f16 [N][s_stride], K/G a row */
+  const uint16_t *zeros;      /* w4a16: f16 [N][s_stride], K/G a row */
   const int8_t *codes;        /* a8: [T][K] (w4a8: reordered per group) */
   const int8_t *magnitudes;   /* w8a8: |codes| */
   const float *token_scales;  /* a8: [T] */
@@ -100,7 +100,18 @@ typedef struct avx2_job {
   float *out;                 /* [T][out_stride] */
   int K, N, T, out_stride;
   int group; /* 4-bit: G; w8a16 int16 inputs: their scaling group (128) */
+  /* 4-bit: bytes from one row of codes to the next, f16 from one row of
+   * scales (zero points) to the next: dense rows, or grouped rows whose
+   * scales and zero points follow each row's codes (spark_grouped_rows_fit) */
+  int w_stride, s_stride;
 } avx2_job;
+
+/* One token, grouped rows: the lines of row `row` after its K/2 code bytes
+ * (its scales and zero points), requested as far ahead as its codes. */
+static inline void prefetch_sides(const avx2_job *j, const uint8_t *row) {
+  for (int b = j->K / 2; b < j->w_stride; b += 64)
+    prefetch_line(row + b);
+}
 
 /* ---- int8 inputs ------------------------------------------------------- */
 
@@ -189,7 +200,9 @@ SPARK_BLOCK w4a16_block(const avx2_job *j, int n, int t0, const int TB) {
     acc[t] = _mm256_setzero_ps();
     offset[t] = 0.0f;
   }
-  const uint8_t *row = j->w + (size_t)n * (K / 2);
+  const uint8_t *row = j->w + (size_t)n * j->w_stride;
+  if (TB == 1)
+    prefetch_sides(j, row);
   for (int g = 0; g < groups; ++g) {
     const uint8_t *line = row + (size_t)g * (G / 2);
     if (TB == 1)
@@ -211,7 +224,7 @@ SPARK_BLOCK w4a16_block(const avx2_job *j, int n, int t0, const int TB) {
         odd[c][t] = _mm256_fmadd_ps(o, _mm256_load_ps(x + G / 2), odd[c][t]);
       }
     }
-    const size_t at = (size_t)n * groups + g;
+    const size_t at = (size_t)n * j->s_stride + g;
     const float scale = _cvtsh_ss(j->scales[at]);
     const float zero = _cvtsh_ss(j->zeros[at]);
     for (int t = 0; t < TB; ++t) {
@@ -241,7 +254,7 @@ SPARK_BLOCK w4a16_block(const avx2_job *j, int n, int t0, const int TB) {
 static inline float group_factors(const avx2_job *j, int n, int t, int g,
                                   float *factor) {
   const int groups = j->K / j->group, count = groups - g < 8 ? groups - g : 8;
-  const size_t at = (size_t)n * groups + g, tg = (size_t)t * groups + g;
+  const size_t at = (size_t)n * j->s_stride + g, tg = (size_t)t * groups + g;
   float offset = 0.0f;
   if (count == 8) {
     const __m256 scale =
@@ -277,7 +290,7 @@ SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB,
     acc[t] = _mm256_setzero_ps();
     offset[t] = 0.0f;
   }
-  const uint8_t *row = j->w + (size_t)n * (K / 2);
+  const uint8_t *row = j->w + (size_t)n * j->w_stride;
   for (int g = 0; g < groups; ++g) {
     if (g % 8 == 0)
       for (int t = 0; t < TB; ++t)
@@ -418,9 +431,10 @@ w4a8_group(const uint8_t *row, const int8_t *x, int g, const int G) {
 SPARK_BLOCK four_bit_row(const avx2_job *j, int n, int t, const int G,
                          const int a8) {
   const int K = j->K, groups = K / G;
-  const uint8_t *row = j->w + (size_t)n * (K / 2);
-  const uint16_t *scales = j->scales + (size_t)n * groups,
-                 *zeros = a8 ? NULL : j->zeros + (size_t)n * groups;
+  const uint8_t *row = j->w + (size_t)n * j->w_stride;
+  const uint16_t *scales = j->scales + (size_t)n * j->s_stride,
+                 *zeros = a8 ? NULL : j->zeros + (size_t)n * j->s_stride;
+  prefetch_sides(j, row);
   const float *sums = j->sums + (size_t)t * groups,
               *input_scales = a8 ? NULL : j->input_scales + (size_t)t * groups;
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -516,7 +530,7 @@ SPARK_BLOCK w8a8_tile(const avx2_job *j, int n0, int t0, const int R,
 /* sum over the groups of row n's scales times token t's code sums */
 static inline float scaled_sums(const avx2_job *j, int n, int t) {
   const int groups = j->K / j->group;
-  const uint16_t *scales = j->scales + (size_t)n * groups;
+  const uint16_t *scales = j->scales + (size_t)n * j->s_stride;
   const float *sums = j->sums + (size_t)t * groups;
   __m256 acc = _mm256_setzero_ps();
   int g = 0;
@@ -548,8 +562,8 @@ SPARK_BLOCK w4a8_tile(const avx2_job *j, int n0, int t0, const int R,
     for (int q = 0; q < G / 64; ++q) {
       __m256i even[4], odd[4];
       for (int r = 0; r < R; ++r) {
-        spark_nibbles(j->w + (size_t)(n0 + r) * (K / 2) + (size_t)g * (G / 2) +
-                          32 * q,
+        spark_nibbles(j->w + (size_t)(n0 + r) * j->w_stride +
+                          (size_t)g * (G / 2) + 32 * q,
                       &even[r], &odd[r]);
       }
       for (int t = 0; t < TB; ++t) {
@@ -564,7 +578,8 @@ SPARK_BLOCK w4a8_tile(const avx2_job *j, int n0, int t0, const int R,
       }
     }
     for (int r = 0; r < R; ++r) {
-      const float scale = _cvtsh_ss(j->scales[(size_t)(n0 + r) * groups + g]);
+      const float scale =
+          _cvtsh_ss(j->scales[(size_t)(n0 + r) * j->s_stride + g]);
       for (int t = 0; t < TB; ++t) {
         acc[r][t] = _mm256_fmadd_ps(
             _mm256_cvtepi32_ps(_mm256_madd_epi16(part[r][t], ones)),
@@ -739,12 +754,13 @@ int spark_avx2_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, float input_scale,
                            halide_buffer_t *out) {
   const int group = group_of(x, scales);
-  if (!group || !spark_linear_fits(x, w, out, 2, group, 4) ||
-      !spark_groups_fit(x, scales, group))
+  if (!group || !spark_grouped_rows_fit(x, w, scales, NULL, out, group, 4))
     return -1;
   avx2_job job = job_of(x, w, out);
   job.scales = (const uint16_t *)scales->host;
   job.group = group;
+  job.w_stride = w->dim[1].stride;
+  job.s_stride = scales->dim[1].stride;
   return run_int8(x, input_scale, &job, 1, w4a8_task);
 }
 
@@ -781,13 +797,14 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
                  halide_buffer_t *scales, halide_buffer_t *zeros,
                  halide_buffer_t *out, int rounding) {
   const int group = group_of(x, scales);
-  if (!group || !spark_linear_fits(x, w, out, 2, group, 4) ||
-      !spark_groups_fit(x, scales, group) || !spark_groups_fit(x, zeros, group))
+  if (!group || !spark_grouped_rows_fit(x, w, scales, zeros, out, group, 4))
     return -1;
   avx2_job job = job_of(x, w, out);
   job.scales = (const uint16_t *)scales->host;
   job.zeros = (const uint16_t *)zeros->host;
   job.group = group;
+  job.w_stride = w->dim[1].stride;
+  job.s_stride = scales->dim[1].stride;
   if (rounding != kSparkF32Inputs)
     return run_int16(x, rounding, 1, &job, w4a16_int16_task);
   return run_wide(x, rounding, group, &job, w4a16_task);

@@ -60,9 +60,9 @@ static inline void prefetch_scales(const uint16_t *row_scales) {
 
 typedef struct int8_job {
   const int8_t *w8;             /* w8a8: [N][K] */
-  const uint8_t *w4;            /* w4a8: [N][K/2] */
+  const uint8_t *w4;            /* 4-bit: [N][w_stride], K/2 codes a row */
   const float *scales;          /* w8a8: [N] */
-  const uint16_t *group_scales; /* w4a8: f16 [N][K/128] */
+  const uint16_t *group_scales; /* 4-bit: f16 [N][s_stride], K/128 a row */
   const uint8_t *codes;         /* [TP][K]: w8a8 code + 128; w4a8 per 128-group:
                                    64 even-index codes, then 64 odd-index codes */
   const float *token_scales;    /* [TP] */
@@ -72,7 +72,22 @@ typedef struct int8_job {
   float *out;                    /* [T][out_stride] */
   int K, N, T, out_stride;
   int ahead; /* w8a8, w4a8 decode: spark_prefetch_avx512_rows() */
+  /* 4-bit: bytes from one row of codes to the next, f16 from one row of
+   * scales (and zero points) to the next; grouped rows (the scales and zero
+   * points after each row's codes, SPARK_LAYOUT_GROUPED_ROWS) have
+   * w_stride > K/2, and the rest of each row is read as part of the code
+   * stream. */
+  int w_stride, s_stride;
 } int8_job;
+
+/* The lines after a row's codes (grouped rows: its scales and zero points),
+ * or after a block of rows' codes, requested `ahead` as the code lines are:
+ * `first` the first such line, `end` past the block. Dense rows: none. */
+static inline void prefetch_rest(const uint8_t *first, const uint8_t *end,
+                                 int ahead) {
+  for (; first < end; first += 64)
+    spark_prefetch_l2_ahead(first, ahead);
+}
 
 static inline int32_t hsum(__m512i v) { return _mm512_reduce_add_epi32(v); }
 
@@ -243,9 +258,12 @@ w4a8_group(const uint8_t *line, const uint8_t *codes, int ahead, __m512 scale,
 static inline __attribute__((always_inline)) __m512
 w4a8_row(const int8_job *job, int n, const float *sums8, const int ahead) {
   const int K = job->K, groups = K / kGroup;
-  const uint8_t *row = job->w4 + (size_t)n * (K / 2);
-  const uint16_t *scales = job->group_scales + (size_t)n * groups;
-  prefetch_scales(scales);
+  const uint8_t *row = job->w4 + (size_t)n * job->w_stride;
+  const uint16_t *scales = job->group_scales + (size_t)n * job->s_stride;
+  if (job->w_stride == K / 2)
+    prefetch_scales(scales);
+  else
+    prefetch_rest(row + K / 2, row + job->w_stride, ahead);
   __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
   for (int g0 = 0; g0 < groups; g0 += 16) {
     const int count = groups - g0 < 16 ? groups - g0 : 16;
@@ -299,7 +317,7 @@ w4a8_token(const int8_job *job, int n0, int n1, const float *sums8,
 /* The f32 scales of rows n..n+3, groups g..g+15 (fewer at the end: the
  * rest 0), into scale[r][0..16). */
 static inline __attribute__((always_inline)) __mmask16
-tile_scales(const uint16_t *scales, int groups, int g,
+tile_scales(const uint16_t *scales, int groups, int stride, int g,
             float scale[kTileRows][16]) {
   const int count = groups - g < 16 ? groups - g : 16;
   const __mmask16 mask = (__mmask16)((1u << count) - 1u);
@@ -307,7 +325,7 @@ tile_scales(const uint16_t *scales, int groups, int g,
     _mm512_storeu_ps(
         scale[r],
         _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(
-            (__mmask32)mask, scales + (size_t)r * groups + g))));
+            (__mmask32)mask, scales + (size_t)r * stride + g))));
   return mask;
 }
 
@@ -319,8 +337,8 @@ static inline __attribute__((always_inline)) void
 w4a8_tile(const int8_job *job, int n, int t0, const int TB) {
   const int K = job->K, groups = K / kGroup;
   const __m512i low = _mm512_set1_epi8(0x0f);
-  const uint8_t *w = job->w4 + (size_t)n * (K / 2);
-  const uint16_t *scales = job->group_scales + (size_t)n * groups;
+  const uint8_t *w = job->w4 + (size_t)n * job->w_stride;
+  const uint16_t *scales = job->group_scales + (size_t)n * job->s_stride;
   const uint8_t *x = job->codes + (size_t)t0 * K;
   __m512 acc[kTileRows][kTileTokens4];
   for (int r = 0; r < kTileRows; ++r)
@@ -328,12 +346,12 @@ w4a8_tile(const int8_job *job, int n, int t0, const int TB) {
       acc[r][t] = _mm512_setzero_ps();
   for (int g0 = 0; g0 < groups; g0 += 16) {
     float scale[kTileRows][16];
-    tile_scales(scales, groups, g0, scale);
+    tile_scales(scales, groups, job->s_stride, g0, scale);
     const int g1 = g0 + 16 < groups ? g0 + 16 : groups;
     for (int g = g0; g < g1; ++g) {
       __m512i even[kTileRows], odd[kTileRows];
       for (int r = 0; r < kTileRows; ++r) {
-        const __m512i bytes = _mm512_loadu_si512(w + (size_t)r * (K / 2) +
+        const __m512i bytes = _mm512_loadu_si512(w + (size_t)r * job->w_stride +
                                                  (size_t)g * (kGroup / 2));
         even[r] = _mm512_and_si512(bytes, low);
         odd[r] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);
@@ -358,7 +376,8 @@ w4a8_tile(const int8_job *job, int n, int t0, const int TB) {
       offset[r][t] = _mm512_setzero_ps();
   for (int g0 = 0; g0 < groups; g0 += 16) {
     float scale[kTileRows][16];
-    const __mmask16 mask = tile_scales(scales, groups, g0, scale);
+    const __mmask16 mask =
+        tile_scales(scales, groups, job->s_stride, g0, scale);
     for (int t = 0; t < TB; ++t) {
       const __m512 sums = _mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(
           mask, job->group_sums + (size_t)(t0 + t) * groups + g0));
@@ -455,12 +474,14 @@ w4a16_group(const uint8_t *row, const uint8_t *bytes, int g, float factor,
 static inline __attribute__((always_inline)) void
 w4a16_row(const int8_job *job, int n, int t, int prefetch) {
   const int K = job->K, groups = K / kGroup;
-  const uint8_t *row = job->w4 + (size_t)n * (K / 2);
-  const uint16_t *scales = job->group_scales + (size_t)n * groups;
-  const uint16_t *zeros = job->group_zeros + (size_t)n * groups;
-  if (prefetch) {
+  const uint8_t *row = job->w4 + (size_t)n * job->w_stride;
+  const uint16_t *scales = job->group_scales + (size_t)n * job->s_stride;
+  const uint16_t *zeros = job->group_zeros + (size_t)n * job->s_stride;
+  if (prefetch && job->w_stride == K / 2) {
     prefetch_scales(scales);
     prefetch_scales(zeros);
+  } else if (prefetch) {
+    prefetch_rest(row + K / 2, row + job->w_stride, kSparkPrefetchAvx512);
   }
   const float *input_scales = job->x16->scales + (size_t)t * groups;
   const float *sums = job->x16->sums + (size_t)t * groups;
@@ -504,9 +525,9 @@ static inline __attribute__((always_inline)) void
 w4a16_tile(const int8_job *job, int n, int t0, const int TB) {
   const int K = job->K, groups = K / kGroup;
   const __m512i low = _mm512_set1_epi8(0x0f);
-  const uint8_t *w = job->w4 + (size_t)n * (K / 2);
-  const uint16_t *scales = job->group_scales + (size_t)n * groups;
-  const uint16_t *zeros = job->group_zeros + (size_t)n * groups;
+  const uint8_t *w = job->w4 + (size_t)n * job->w_stride;
+  const uint16_t *scales = job->group_scales + (size_t)n * job->s_stride;
+  const uint16_t *zeros = job->group_zeros + (size_t)n * job->s_stride;
   const float *input_scales = job->x16->scales + (size_t)t0 * groups;
   const float *sums = job->x16->sums + (size_t)t0 * groups;
   const uint8_t *bytes = job->x16->bytes + (size_t)t0 * groups * (2 * kGroup);
@@ -514,19 +535,25 @@ w4a16_tile(const int8_job *job, int n, int t0, const int TB) {
   for (int r = 0; r < kTileRows; ++r)
     for (int t = 0; t < TB; ++t)
       acc[r][t] = offset[r][t] = _mm512_setzero_ps();
-  if (TB == 1) /* decode: the 4 rows' scales and zero points, ahead */
+  if (TB == 1 && job->w_stride == K / 2) /* decode: the 4 rows' scales and
+                                            zero points, ahead */
     for (int i = 0; i < kTileRows * groups; i += 32) {
       prefetch_scales(scales + i);
       prefetch_scales(zeros + i);
     }
+  else if (TB == 1) /* grouped rows: the block's lines past 4 rows' worth of
+                       codes (the loop below requests those), ahead */
+    prefetch_rest(w + (size_t)kTileRows * (K / 2),
+                  w + (size_t)kTileRows * job->w_stride, kSparkPrefetchAvx512);
   for (int g0 = 0; g0 < groups; g0 += 16) {
     float scale[kTileRows][16], factor[kTileRows][kTileTokens16][16];
-    const __mmask16 mask = tile_scales(scales, groups, g0, scale);
+    const __mmask16 mask =
+        tile_scales(scales, groups, job->s_stride, g0, scale);
     for (int r = 0; r < kTileRows; ++r) {
       const __m512 s = _mm512_loadu_ps(scale[r]);
       const __m512 sz = _mm512_mul_ps(
           s, _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(
-                 (__mmask32)mask, zeros + (size_t)r * groups + g0))));
+                 (__mmask32)mask, zeros + (size_t)r * job->s_stride + g0))));
       for (int t = 0; t < TB; ++t) {
         _mm512_storeu_ps(
             factor[r][t],
@@ -543,7 +570,7 @@ w4a16_tile(const int8_job *job, int n, int t0, const int TB) {
       __m512i even[kTileRows], odd[kTileRows];
       for (int r = 0; r < kTileRows; ++r) {
         const uint8_t *line =
-            w + (size_t)r * (K / 2) + (size_t)g * (kGroup / 2);
+            w + (size_t)r * job->w_stride + (size_t)g * (kGroup / 2);
         if (TB == 1) /* the tile's lines in memory order, ahead */
           prefetch_line(w + ((size_t)g * kTileRows + r) * (kGroup / 2));
         const __m512i v = _mm512_loadu_si512(line);
@@ -620,9 +647,7 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
                  halide_buffer_t *scales, halide_buffer_t *zeros,
                  halide_buffer_t *out, int rounding) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 2, kGroup, 1) ||
-      !spark_groups_fit(x, scales, kGroup) ||
-      !spark_groups_fit(x, zeros, kGroup))
+  if (!spark_grouped_rows_fit(x, w, scales, zeros, out, kGroup, 1))
     return -1;
   spark_int16_inputs in;
   if (spark_prepare_int16_avx512(x, rounding, 1, &in) != 0)
@@ -635,7 +660,9 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
                   .K = K,
                   .N = N,
                   .T = T,
-                  .out_stride = out->dim[1].stride};
+                  .out_stride = out->dim[1].stride,
+                  .w_stride = w->dim[1].stride,
+                  .s_stride = scales->dim[1].stride};
   const int rc =
       halide_do_par_for(NULL, w4a16_task, 0,
                         (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
@@ -711,8 +738,7 @@ int spark_vnni_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, float input_scale,
                            halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
-      !spark_groups_fit(x, scales, kGroup))
+  if (!spark_grouped_rows_fit(x, w, scales, NULL, out, kGroup, 4))
     return -1;
   int8_job job = {.w4 = (const uint8_t *)w->host,
                   .group_scales = (const uint16_t *)scales->host,
@@ -721,6 +747,8 @@ int spark_vnni_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                   .N = N,
                   .T = T,
                   .out_stride = out->dim[1].stride,
-                  .ahead = spark_prefetch_avx512_rows()};
+                  .ahead = spark_prefetch_avx512_rows(),
+                  .w_stride = w->dim[1].stride,
+                  .s_stride = scales->dim[1].stride};
   return run_int8(x, input_scale, &job, 1, w4a8_task);
 }

@@ -26,13 +26,14 @@
 enum { kRowsPerTask = 64, kGroup = 128 };
 
 typedef struct w4_job {
-  const uint8_t *w;       /* [N][K/2] */
-  const uint16_t *scales; /* f16 [N][K/128] */
-  const uint16_t *zeros;  /* f16 [N][K/128] */
+  const uint8_t *w;       /* [N][w_stride], K/2 codes a row */
+  const uint16_t *scales; /* f16 [N][s_stride], K/128 a row */
+  const uint16_t *zeros;  /* f16 [N][s_stride], K/128 a row */
   const float *x;         /* [T][K], per group: 64 even, then 64 odd */
   const float *sums;      /* [T][K/128] */
   float *out;             /* [T][out_stride] */
   int K, N, T, out_stride;
+  int w_stride, s_stride; /* dense or grouped rows (spark_grouped_rows_fit) */
 } w4_job;
 
 #define SPARK_BLOCK static inline __attribute__((always_inline)) void
@@ -64,7 +65,7 @@ SPARK_BLOCK w4_block(const w4_job *job, int n, int t0, const int TT) {
       __m512 even[4], odd[4];
       for (int r = 0; r < 4; ++r) {
         __m128i bytes = _mm_loadu_si128(
-            (const __m128i *)(job->w + (size_t)(n + r) * (K / 2) +
+            (const __m128i *)(job->w + (size_t)(n + r) * job->w_stride +
                               (size_t)g * (kGroup / 2) + 16 * q));
         even[r] = nibbles(bytes, 0);
         odd[r] = nibbles(bytes, 1);
@@ -79,7 +80,7 @@ SPARK_BLOCK w4_block(const w4_job *job, int n, int t0, const int TT) {
       }
     }
     for (int r = 0; r < 4; ++r) {
-      const size_t at = (size_t)(n + r) * groups + g;
+      const size_t at = (size_t)(n + r) * job->s_stride + g;
       const float scale = _cvtsh_ss(job->scales[at]);
       const float zero = _cvtsh_ss(job->zeros[at]);
       for (int t = 0; t < TT; ++t) {
@@ -114,9 +115,7 @@ int spark_avx512_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
                               halide_buffer_t *scales, halide_buffer_t *zeros,
                               halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
-      !spark_groups_fit(x, scales, kGroup) ||
-      !spark_groups_fit(x, zeros, kGroup))
+  if (!spark_grouped_rows_fit(x, w, scales, zeros, out, kGroup, 4))
     return -1;
   float *reordered, *sums;
   if (spark_prepare_inputs(x, kSparkF32Inputs, kGroup, &reordered, &sums) != 0)
@@ -130,7 +129,9 @@ int spark_avx512_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
                 K,
                 N,
                 T,
-                out->dim[1].stride};
+                out->dim[1].stride,
+                w->dim[1].stride,
+                scales->dim[1].stride};
   int rc = halide_do_par_for(
       NULL, w4_task, 0, (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
   free(reordered);

@@ -174,10 +174,72 @@ spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max
 // -----
 
 spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
+  spark_kernel.cache @c : memref<4x1x8xf32> {layer = 0}
+  spark_kernel.step(%pos0: i32) {
+    // expected-error @+1 {{views of caches start at their first element, got offset 4}}
+    %0 = spark_kernel.view cache @c : memref<8xf32, strided<[1], offset: 4>>
+  }
+}
+
+// -----
+
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
   spark_kernel.tensor @w : tensor<16xf32>
   spark_kernel.step(%pos0: i32) {
-    // expected-error @+1 {{views of tensors and caches start at their first element, got offset 4}}
-    %0 = spark_kernel.view weight @w : memref<8xf32, strided<[1], offset: 4>>
+    // A view inside a tensor fits up to its last element: 12 + 8 > 16.
+    %ok = spark_kernel.view weight @w : memref<8xf32, strided<[1], offset: 8>>
+    // expected-error @+1 {{does not fit @w (16 elements of 'f32')}}
+    %0 = spark_kernel.view weight @w : memref<8xf32, strided<[1], offset: 12>>
+  }
+}
+
+// -----
+
+// Only grouped rows (layout 2) are read as another type: their f16 scales.
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
+  spark_kernel.tensor @w : tensor<4x64xui8> {group = 32}
+  spark_kernel.step(%pos0: i32) {
+    // expected-error @+1 {{does not fit @w (256 elements of 'ui8')}}
+    %0 = spark_kernel.view weight @w : memref<4x2xf16, strided<[32, 1], offset: 16>>
+  }
+}
+
+// -----
+
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
+  spark_kernel.tensor @w : tensor<4x64xui8> {group = 32, layout = 2}
+  spark_kernel.step(%pos0: i32) {
+    // expected-error @+1 {{reads @w's grouped rows as 'f32'; expected ui8 codes or f16 scales and zero points}}
+    %0 = spark_kernel.view weight @w : memref<4x2xf32, strided<[16, 1], offset: 8>>
+  }
+}
+
+// -----
+
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
+  spark_kernel.tensor @w : tensor<4x64xui8> {group = 32, layout = 2}
+  spark_kernel.step(%pos0: i32) {
+    // The last row's scales past the tensor's 128 halves: 3 * 32 + 31 + 2.
+    // expected-error @+1 {{does not fit @w (128 elements of 'f16')}}
+    %0 = spark_kernel.view weight @w : memref<4x2xf16, strided<[32, 1], offset: 31>>
+  }
+}
+
+// -----
+
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
+  // expected-error @+1 {{linear kernel: row_bytes 64 must be even and hold a ui4 row's codes, scales and zero points (80)}}
+  spark_kernel.kernel @k <kind = linear, weight_type = ui4, in = 128, out = 16, group = 32, row_bytes = 64>
+  spark_kernel.step(%pos0: i32) {
+  }
+}
+
+// -----
+
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
+  // expected-error @+1 {{linear kernel: row_bytes 72 must be even and hold a ui4 row's codes, scales and zero points (ui4 weights only)}}
+  spark_kernel.kernel @k <kind = linear, weight_type = i8, in = 128, out = 16, row_bytes = 72>
+  spark_kernel.step(%pos0: i32) {
   }
 }
 

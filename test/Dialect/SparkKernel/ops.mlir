@@ -60,3 +60,25 @@ spark_kernel.plan attributes {arena_floats = 480, max_chunk = 8, max_rows = 15, 
     spark_kernel.cache_write %keys to @k : memref<?x8xf32, strided<[16, 1], offset: 248>>
   }
 }
+
+// Grouped 4-bit rows (layout 2): each row of 128 bytes holds 64 code bytes,
+// then 4 f16 scales, then 4 f16 zero points; the scales and zeros operands
+// are f16 views of the same rows (offsets and strides in halves).
+// CHECK: spark_kernel.plan
+spark_kernel.plan attributes {arena_floats = 256, max_chunk = 1, max_rows = 1, max_context = 8} {
+  // CHECK-NEXT: spark_kernel.kernel @q <kind = linear, weight_type = ui4, in = 128, out = 4, group = 32, row_bytes = 128>
+  spark_kernel.kernel @q <kind = linear, weight_type = ui4, in = 128, out = 4, group = 32, row_bytes = 128>
+  // CHECK-NEXT: spark_kernel.tensor @q.w : tensor<4x128xui8> {group = 32 : i64, layout = 2 : i64}
+  spark_kernel.tensor @q.w : tensor<4x128xui8> {group = 32, layout = 2}
+  spark_kernel.step(%pos0: i32) {
+    %x = spark_kernel.view arena : memref<?x128xf32>
+    // CHECK: spark_kernel.view weight @q.w : memref<4x64xui8, strided<[128, 1]>>
+    %codes = spark_kernel.view weight @q.w : memref<4x64xui8, strided<[128, 1]>>
+    // CHECK-NEXT: spark_kernel.view weight @q.w : memref<4x4xf16, strided<[64, 1], offset: 32>>
+    %scales = spark_kernel.view weight @q.w : memref<4x4xf16, strided<[64, 1], offset: 32>>
+    // CHECK-NEXT: spark_kernel.view weight @q.w : memref<4x4xf16, strided<[64, 1], offset: 36>>
+    %zeros = spark_kernel.view weight @q.w : memref<4x4xf16, strided<[64, 1], offset: 36>>
+    %o = spark_kernel.view arena : memref<?x4xf32, strided<[4, 1], offset: 128>>
+    spark_kernel.call @q(%x, %codes, %scales, %zeros, %o) : memref<?x128xf32>, memref<4x64xui8, strided<[128, 1]>>, memref<4x4xf16, strided<[64, 1], offset: 32>>, memref<4x4xf16, strided<[64, 1], offset: 36>>, memref<?x4xf32, strided<[4, 1], offset: 128>>
+  }
+}

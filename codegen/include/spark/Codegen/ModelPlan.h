@@ -83,6 +83,11 @@ struct PackTensor {
   std::vector<float> groupScales, groupZeros;
   /// Symmetric 4-bit codes (w4a8): every zero point is 8, none is stored.
   bool symmetricGroups = false;
+  /// 4-bit grouped rows (layout SPARK_LAYOUT_GROUPED_ROWS, shape [N,
+  /// rowBytes]): each row's K/2 code bytes, its f16 scales, then (asymmetric)
+  /// its f16 zero points, zero-padded; readElements() gives those bytes, and
+  /// no scales or zeros tensor of its own is stored. 0: dense codes.
+  int64_t rowBytes = 0;
   /// Or the bytes an earlier build of the same options stored
   /// (BuildOptions::weightsFrom), written as they are, and their checksum;
   /// the scales and codes above are then not computed.
@@ -92,6 +97,8 @@ struct PackTensor {
   /// values, or for a quantized tensor their (not yet rounded) codes, for
   /// 4-bit ones each byte's two codes as low + 16 * high.
   void readElements(int64_t first, int64_t count, float *out) const;
+  /// 4-bit: code bytes [first, first + count) of the dense [N][K/2] codes.
+  void readCodeBytes(int64_t first, int64_t count, float *out) const;
   /// Real values [first, first + count), whichever the origin, into out.
   void readValues(int64_t first, int64_t count, float *out) const;
   /// Drops the checkpoint pages behind values [first, first + count) (value

@@ -37,8 +37,9 @@ public:
     llvm::ArrayRef<uint8_t> bytes;
     uint64_t checksum = 0;
   };
-  /// Entry `name` if it is stored row-major with this dtype and shape.
-  std::optional<Stored> find(llvm::StringRef name, DType dtype,
+  /// Entry `name` if it is stored with this dtype, layout (spark_layout) and
+  /// shape.
+  std::optional<Stored> find(llvm::StringRef name, DType dtype, int layout,
                              llvm::ArrayRef<int64_t> shape) const;
 
   const std::string &path() const { return filePath; }

@@ -109,7 +109,10 @@ def Kernel_SpecAttr : AttrDef<Kernel_Dialect, "Spec"> {
     weight_type = ui4, in = 2048, out = 3072, group = 128, input_type =
     bf16>`. `weight_type` is the table, weight or cache element type (`ui4`:
     4-bit codes stored two a byte with a scale, and unless `symmetric` a
-    zero point, per `group` inputs); `input_bits = 8`: inputs quantized to
+    zero point, per `group` inputs; `row_bytes`: each stored row holds its
+    codes, then its scales and zero points, in that many bytes, and the
+    scales and zeros operands are strided views of those rows);
+    `input_bits = 8`: inputs quantized to
     int8 per token, or per `input_block` inputs; `input_type`: inputs
     rounded to bf16 / f16.
   }];
@@ -132,6 +135,7 @@ def Kernel_SpecAttr : AttrDef<Kernel_Dialect, "Spec"> {
       Kernel_Int<"Rope: positions per coarse table row">:$block,
       Kernel_Int<"4-bit: inputs per scale">:$group,
       Kernel_Flag<"false", "4-bit: no zero points">:$symmetric,
+      Kernel_Int<"4-bit: bytes per grouped row (0: dense codes)">:$row_bytes,
       Kernel_Int<"8: int8 inputs">:$input_bits,
       Kernel_Int<"int8 inputs: one scale per this many (0: per token)">:$input_block,
       Kernel_ElementType<"Linear: inputs rounded to this type">:$input_type,

@@ -53,6 +53,10 @@ struct KernelSpec {
   int64_t block = 0;  // Rope: positions per coarse table row
   int64_t group = 0;  // Linear/Embed with 4-bit weights (U8 bytes): group size
   bool symmetricGroups = false; // 4-bit: (code - 8) * scale, no zeros input
+  /// 4-bit: bytes per stored row when every row holds its codes, then its
+  /// scales and zero points (SPARK_LAYOUT_GROUPED_ROWS; the scales and zeros
+  /// inputs are strided views of the same rows); 0: dense [N][K/2] codes.
+  int64_t rowBytes = 0;
   int64_t inputBits = 0; // Linear: 8 = inputs quantized to int8 per token
   int64_t inputBlock = 0; // Linear, int8 inputs: one scale per block of K (0: per token)
   DType inputType = DType::F32; // Linear: BF16 / F16 = inputs rounded to it
@@ -80,6 +84,15 @@ struct KernelSpec {
   std::string name() const;
   bool operator<(const KernelSpec &other) const { return name() < other.name(); }
 };
+
+/// Bytes of one grouped 4-bit row (KernelSpec::rowBytes,
+/// SPARK_LAYOUT_GROUPED_ROWS) of `in` inputs: in/2 code bytes, in/group f16
+/// scales and, unless symmetric, as many f16 zero points, padded to a
+/// multiple of 64 bytes so that every row starts on a cache line.
+inline int64_t groupedRowBytes(int64_t in, int64_t group, bool symmetric) {
+  const int64_t bytes = in / 2 + (in / group) * 2 * (symmetric ? 1 : 2);
+  return (bytes + 63) / 64 * 64;
+}
 
 /// A built algorithm: the pipeline's output and arguments, plus the named
 /// pieces a schedule refers to.

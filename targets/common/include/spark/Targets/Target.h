@@ -109,6 +109,12 @@ struct TargetInfo {
   /// The library's parallel loops run on targets/common/lib/thread_pool.c
   /// (workers that spin between the calls of a step); false: Halide's pool.
   bool threadPool = true;
+  /// 4-bit weights are stored as grouped rows (SPARK_LAYOUT_GROUPED_ROWS:
+  /// each row's codes, then its scales and zero points), so decode reads one
+  /// stream; every kernel of every variant, Halide's included, takes the
+  /// scales and zeros as strided views of those rows. False: three dense
+  /// tensors (codes, scales, zero points).
+  bool groupedRows = false;
   /// How to run the target's executables here (empty: directly).
   std::vector<std::string> emulator;
   /// Whether the build enters tile (AMX) code, whose availability the driver
