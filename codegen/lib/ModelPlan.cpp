@@ -300,7 +300,7 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
       sides.push_back({PackTensor::Role::Zeros, DType::F16, {rows, groups}});
     if (groupedRows) {
       // One tensor: each row's codes, scales and zero points.
-      tensor.rowBytes = groupedRowBytes(cols, group, symmetric);
+      tensor.rowBytes = spark_grouped_row_bytes(cols, group, symmetric);
       tensor.layout = SPARK_LAYOUT_GROUPED_ROWS;
       sides.clear();
     }

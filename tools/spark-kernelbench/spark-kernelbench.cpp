@@ -257,21 +257,24 @@ struct Shape {
 const Shape kShapes[] = {
     {"gate/up", 2048, 13312}, {"down", 6656, 2048}, {"head", 2048, 131072}};
 
-/// One kernel at one shape: the matrix copies, the side tensors and a call.
-/// Copies of one matrix of the 1.7b, each laid out as the weight pack lays
-/// out a matrix (its side tensors, the f16 group scales and zero points of
-/// 4-bit codes or the f32 row scales of 8-bit ones, then its codes, each
-/// 4 KiB aligned), one after the other, so that the calls read every byte
-/// from memory and what a kernel prefetches past its codes is the next
-/// matrix's side tensors, as in a model's step.
+/// One kernel at one shape: the matrix copies and a call. Copies of one
+/// matrix of the 1.7b, each laid out as an x86 weight pack lays out a matrix
+/// (4-bit: grouped rows, each row's codes, then its f16 group scales and
+/// zero points; 8-bit: the f32 row scales, then the codes; each 4 KiB
+/// aligned), one after the other, so that the calls read every byte from
+/// memory and what a kernel prefetches past its rows is the next matrix's,
+/// as in a model's step.
 class KernelCase {
 public:
   KernelCase(Scheme scheme, Variant variant, const Shape &shape,
              size_t poolBytes)
       : scheme(scheme), variant(variant), K(shape.K), N(shape.N),
-        codeBytes(fourBit(scheme) ? size_t(N) * K / 2 : size_t(N) * K),
-        sideBytes(fourBit(scheme) ? size_t(N) * (K / 128) * 2 : size_t(N) * 4),
-        sides(scheme == Scheme::W4A16 ? 2 : 1),
+        rowBytes(fourBit(scheme) ? size_t(spark_grouped_row_bytes(
+                                       K, 128, scheme == Scheme::W4A8))
+                                 : 0),
+        codeBytes(fourBit(scheme) ? size_t(N) * rowBytes : size_t(N) * K),
+        sideBytes(fourBit(scheme) ? 0 : size_t(N) * 4),
+        sides(fourBit(scheme) ? 0 : 1),
         slotBytes(aligned(sideBytes) * size_t(sides) + aligned(codeBytes)),
         copies(int(std::max<size_t>(1, poolBytes / slotBytes))),
         pool(slotBytes * size_t(copies)), x(size_t(K)), out(size_t(N)) {
@@ -285,17 +288,16 @@ public:
         state = state * 1664525u + 1013904223u;
         w[i] = uint8_t(state >> 24) & (fourBit(scheme) ? 0xff : 0x7f);
       }
-      for (int side = 0; side < sides; ++side) {
-        uint8_t *at = slot(c) + aligned(sideBytes) * size_t(side);
-        if (fourBit(scheme)) { // small positive f16
-          uint16_t *h = reinterpret_cast<uint16_t *>(at);
-          for (size_t i = 0; i < sideBytes / 2; ++i)
-            h[i] = uint16_t(0x2000 + i % 97);
-        } else {
-          float *f = reinterpret_cast<float *>(at);
-          for (size_t i = 0; i < sideBytes / 4; ++i)
-            f[i] = 0.001f;
-        }
+      // Scales and zero points: small positive f16 after each row's codes.
+      for (size_t row = 0; fourBit(scheme) && row < size_t(N); ++row) {
+        uint16_t *h = reinterpret_cast<uint16_t *>(w + row * rowBytes + K / 2);
+        for (size_t i = 0; i < (rowBytes - K / 2) / 2; ++i)
+          h[i] = uint16_t(0x2000 + (row + i) % 97);
+      }
+      if (!fourBit(scheme)) {
+        float *f = reinterpret_cast<float *>(slot(c));
+        for (size_t i = 0; i < sideBytes / 4; ++i)
+          f[i] = 0.001f;
       }
     }
     for (int k = 0; k < K; ++k)
@@ -317,7 +319,7 @@ public:
     }
     return "";
   }
-  /// Bytes one call reads from memory: the codes and their side tensors.
+  /// Bytes one call reads from memory: the rows (and the row scales).
   size_t bytesPerCall() const { return codeBytes + sideBytes * size_t(sides); }
   /// Runs copy `c` of the matrix against the token; 0 on success.
   int call(int c) {
@@ -326,8 +328,14 @@ public:
     Buffer ob(out.data(), halide_type_float, 32, N, 1);
     Buffer wb(codes(c), fourBit(scheme) ? halide_type_uint : halide_type_int, 8,
               fourBit(scheme) ? K / 2 : K, N);
-    Buffer gb(slot(c), halide_type_float, 16, K / 128, N);
-    Buffer zb(slot(c) + aligned(sideBytes), halide_type_float, 16, K / 128, N);
+    // 4-bit: the scales and zero points are f16 views of the grouped rows.
+    Buffer gb(codes(c) + K / 2, halide_type_float, 16, K / 128, N);
+    Buffer zb(codes(c) + K / 2 + 2 * (K / 128), halide_type_float, 16, K / 128,
+              N);
+    if (fourBit(scheme)) {
+      wb.d[1].stride = int(rowBytes);
+      gb.d[1].stride = zb.d[1].stride = int(rowBytes / 2);
+    }
     Buffer rb(slot(c), halide_type_float, 32, N);
     bool v = variant != Variant::Avx2;
     switch (scheme) {
@@ -359,8 +367,9 @@ private:
   Scheme scheme;
   Variant variant;
   int K, N;
-  size_t codeBytes, sideBytes; // one copy's codes, one side tensor
-  int sides;                   // side tensors: 2 for w4a16, else 1
+  size_t rowBytes;             // 4-bit: a grouped row
+  size_t codeBytes, sideBytes; // one copy's rows, its row scales (8-bit)
+  int sides;                   // row scale tensors: 1 for 8-bit, else 0
   size_t slotBytes;            // one copy, aligned
   int copies;
   Region pool;

@@ -37,6 +37,14 @@ typedef enum spark_layout {
   SPARK_LAYOUT_GROUPED_ROWS = 2,
 } spark_layout;
 
+/* Bytes of one SPARK_LAYOUT_GROUPED_ROWS row of `in` 4-bit weights in groups
+ * of `group`, with zero points unless `symmetric`. */
+static inline int64_t spark_grouped_row_bytes(int64_t in, int64_t group,
+                                              int symmetric) {
+  const int64_t bytes = in / 2 + (in / group) * 2 * (symmetric ? 1 : 2);
+  return (bytes + 63) / 64 * 64;
+}
+
 typedef enum spark_cache_layout {
   SPARK_CACHE_LINEAR = 0, /* slot p holds position p */
   SPARK_CACHE_RING = 1,   /* slot p mod slots holds position p */

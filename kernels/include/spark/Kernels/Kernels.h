@@ -85,15 +85,6 @@ struct KernelSpec {
   bool operator<(const KernelSpec &other) const { return name() < other.name(); }
 };
 
-/// Bytes of one grouped 4-bit row (KernelSpec::rowBytes,
-/// SPARK_LAYOUT_GROUPED_ROWS) of `in` inputs: in/2 code bytes, in/group f16
-/// scales and, unless symmetric, as many f16 zero points, padded to a
-/// multiple of 64 bytes so that every row starts on a cache line.
-inline int64_t groupedRowBytes(int64_t in, int64_t group, bool symmetric) {
-  const int64_t bytes = in / 2 + (in / group) * 2 * (symmetric ? 1 : 2);
-  return (bytes + 63) / 64 * 64;
-}
-
 /// A built algorithm: the pipeline's output and arguments, plus the named
 /// pieces a schedule refers to.
 struct KernelAlgorithm {
