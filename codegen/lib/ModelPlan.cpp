@@ -38,8 +38,13 @@ int64_t PackTensor::elements() const {
 }
 
 void PackTensor::releaseValues(int64_t first, int64_t count) const {
-  if (source)
-    releaseResidentPages(*source, first, count);
+  if (source) {
+    // Never past the tensor: the pages after it may be another mapping's.
+    const int64_t end = std::min(first + count, source->numElements());
+    first = std::max<int64_t>(first, 0);
+    if (end > first)
+      releaseResidentPages(*source, first, end - first);
+  }
   int64_t partStart = 0;
   for (const TensorView *part : parts) {
     int64_t from = std::max(first, partStart),
@@ -48,6 +53,15 @@ void PackTensor::releaseValues(int64_t first, int64_t count) const {
       releaseResidentPages(*part, from - partStart, to - from);
     partStart += part->numElements();
   }
+}
+
+void PackTensor::releaseElements(int64_t first, int64_t count) const {
+  if (rowBytes > 0) // the values of the rows [first, first + count) ends
+    return releaseValues(first / rowBytes * codeCols,
+                         ((first + count) / rowBytes - first / rowBytes) *
+                             codeCols);
+  const int64_t values = group > 0 ? 2 : 1; // two 4-bit codes a byte
+  releaseValues(first * values, count * values);
 }
 
 void PackTensor::readValues(int64_t first, int64_t count, float *out) const {

@@ -196,8 +196,7 @@ Error writeWeightPack(const ModelPlan &plan, StringRef path) {
       convert(t, first, count, chunk);
       append(chunk.data(), chunk.size());
       // The sources are file mappings: drop what was read from our RSS.
-      t.releaseValues(first * t.valuesPerElement(),
-                      count * t.valuesPerElement());
+      t.releaseElements(first, count);
     }
     e.checksum = spark_checksum_final(&checksum);
   }

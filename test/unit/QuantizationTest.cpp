@@ -1,6 +1,7 @@
 //===- QuantizationTest.cpp - the int8 weight packer ----------------------===//
 #include "spark/Codegen/ModelPlan.h"
 #include "spark/Import/FloatFormats.h"
+#include "spark/model_abi.h"
 
 #include "gtest/gtest.h"
 
@@ -8,6 +9,9 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 using namespace spark;
 
@@ -237,6 +241,90 @@ TEST(PackTensorElements, RangesAcrossStackedParts) {
     EXPECT_EQ(scaled[i], all[at] / int8.rowScales[at / cols])
         << "element " << at;
   }
+}
+
+// Grouped rows (SPARK_LAYOUT_GROUPED_ROWS): each row's code bytes, then its
+// scales' and zero points' f16 bytes (little endian), then zeros to the row's
+// end, across row boundaries.
+TEST(PackTensorElements, GroupedRows) {
+  const int64_t cols = 256, group = 128, groups = cols / group, rows = 3;
+  for (const bool symmetric : {false, true}) {
+    SCOPED_TRACE(symmetric ? "symmetric" : "asymmetric");
+    PackTensor dense;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int64_t i = 0; i < rows * cols; ++i)
+      dense.values.push_back(normal(rng));
+    dense.dtype = DType::U8;
+    dense.shape = {rows, cols / 2};
+    dense.codeCols = cols;
+    dense.group = group;
+    dense.symmetricGroups = symmetric;
+    for (int64_t g = 0; g < rows * groups; ++g) {
+      dense.groupScales.push_back(0.25f + 0.125f * float(g));
+      dense.groupZeros.push_back(symmetric ? 8.0f : float(g % 16));
+    }
+    PackTensor grouped = dense;
+    grouped.rowBytes = spark_grouped_row_bytes(cols, group, symmetric);
+    ASSERT_EQ(grouped.rowBytes, 192); // 128 codes + 4 or 8: one more line
+    grouped.shape = {rows, grouped.rowBytes};
+    std::vector<float> codes(rows * cols / 2), bytes(grouped.elements());
+    dense.readElements(0, int64_t(codes.size()), codes.data());
+    // In two pieces that split row 1's scales.
+    const int64_t split = grouped.rowBytes + cols / 2 + 1;
+    grouped.readElements(0, split, bytes.data());
+    grouped.readElements(split, grouped.elements() - split,
+                         bytes.data() + split);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < grouped.rowBytes; ++c) {
+        const int64_t side = c - cols / 2;
+        float want = 0.0f;
+        if (side < 0) {
+          want = codes[r * cols / 2 + c];
+        } else if (side < 2 * groups || (!symmetric && side < 4 * groups)) {
+          const std::vector<float> &from =
+              side < 2 * groups ? dense.groupScales : dense.groupZeros;
+          const uint16_t half =
+              floatToHalf(from[r * groups + (side / 2) % groups]);
+          want = float(side % 2 ? half >> 8 : half & 0xff);
+        }
+        EXPECT_EQ(bytes[r * grouped.rowBytes + c], want)
+            << "row " << r << ", byte " << c;
+      }
+  }
+}
+
+// Releasing the values behind a grouped tensor's bytes stays inside its
+// source: the pages after it keep their contents (a MADV_DONTNEED past the
+// end of a checkpoint mapping would zero the memory of whatever lies there).
+TEST(PackTensorElements, ReleaseStaysInsideTheSource) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  uint8_t *base =
+      static_cast<uint8_t *>(mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(base, MAP_FAILED);
+  std::memset(base, 0x5a, 4 * page);
+  TensorView source; // pages 0 and 1 as f32
+  source.dtype = DType::F32;
+  const int64_t cols = 256, rows = int64_t(2 * page / 4) / cols;
+  source.shape = {rows, cols};
+  source.data = base;
+  PackTensor grouped;
+  grouped.source = &source;
+  grouped.dtype = DType::U8;
+  grouped.codeCols = cols;
+  grouped.group = 128;
+  grouped.rowBytes = spark_grouped_row_bytes(cols, 128, false);
+  grouped.shape = {rows, grouped.rowBytes};
+  grouped.releaseElements(0, grouped.elements());
+  EXPECT_EQ(base[0], 0) << "the source's pages were not released";
+  EXPECT_EQ(base[2 * page - 1], 0);
+  for (size_t i = 2 * page; i < 4 * page; ++i)
+    ASSERT_EQ(base[i], 0x5a) << "byte " << i - 2 * page << " past the source";
+  grouped.releaseValues(0, int64_t(4 * page)); // more than the source holds
+  for (size_t i = 2 * page; i < 4 * page; ++i)
+    ASSERT_EQ(base[i], 0x5a) << "byte " << i - 2 * page << " past the source";
+  munmap(base, 4 * page);
 }
 
 namespace {

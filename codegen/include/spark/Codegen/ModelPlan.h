@@ -104,8 +104,9 @@ struct PackTensor {
   /// Drops the checkpoint pages behind values [first, first + count) (value
   /// indices, not stored elements) from the process's resident set.
   void releaseValues(int64_t first, int64_t count) const;
-  /// Values one stored element holds (2 for packed 4-bit codes).
-  int64_t valuesPerElement() const { return group > 0 ? 2 : 1; }
+  /// The same for the values behind stored elements [first, first + count)
+  /// (grouped rows: the rows that end in the range).
+  void releaseElements(int64_t first, int64_t count) const;
 
   int64_t elements() const;
   uint64_t bytes() const;
