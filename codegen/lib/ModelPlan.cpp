@@ -308,18 +308,21 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
     tensor.codeCols = cols;
     tensor.group = group;
     tensor.symmetricGroups = symmetric;
-    std::vector<SideTensor> sides = {
-        {PackTensor::Role::Scales, DType::F16, {rows, groups}}};
-    if (!symmetric) // zero points 8, not stored
-      sides.push_back({PackTensor::Role::Zeros, DType::F16, {rows, groups}});
+    // Grouped rows (the target's layout): one tensor, each row's codes,
+    // scales and zero points; else the scales and zero points are tensors
+    // of their own beside the codes.
+    std::vector<SideTensor> sides;
     if (groupedRows) {
-      // One tensor: each row's codes, scales and zero points.
       tensor.rowBytes = spark_grouped_row_bytes(cols, group, symmetric);
       tensor.layout = SPARK_LAYOUT_GROUPED_ROWS;
-      sides.clear();
+    } else {
+      sides.push_back({PackTensor::Role::Scales, DType::F16, {rows, groups}});
+      if (!symmetric) // zero points 8, not stored
+        sides.push_back({PackTensor::Role::Zeros, DType::F16, {rows, groups}});
     }
-    if (reuseQuantized(tensor, {rows, groupedRows ? tensor.rowBytes : cols / 2},
-                       DType::U8, sides, symbol.getValue()))
+    const int64_t storedCols = groupedRows ? tensor.rowBytes : cols / 2;
+    if (reuseQuantized(tensor, {rows, storedCols}, DType::U8, sides,
+                       symbol.getValue()))
       return addTensor(std::move(tensor), symbol.getValue());
     tensor.groupScales.resize(rows * groups);
     tensor.groupZeros.resize(rows * groups);
@@ -369,9 +372,7 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
       sideIndex(role)[symbol.getValue()] = int(plan.tensors.size());
       plan.tensors.push_back(std::move(side));
     }
-    tensor.shape = std::vector<int64_t>{rows, cols / 2}; // bytes
-    if (groupedRows)
-      tensor.shape = std::vector<int64_t>{rows, tensor.rowBytes};
+    tensor.shape = std::vector<int64_t>{rows, storedCols}; // bytes
   } else if (weight && weight.getQuant()) {
     // w8a16: symmetric int8 per output row; scale = max |row| / 127.
     tensor.dtype = DType::I8;
