@@ -53,7 +53,7 @@ struct spark_model {
 struct spark_session {
   spark_model *model;
   void **caches;
-  int owns_caches;
+  void *cache_block; /* the caches the session allocated, one block */
   void *arena;
   float *logits; /* [logits_rows][vocab] */
   int32_t position;
@@ -133,6 +133,28 @@ static void *aligned_alloc64(size_t bytes, int zero) {
   if (zero)
     memset(p, 0, bytes);
   return p;
+}
+
+/* The block of a session's own caches, 64-byte aligned like every cache.
+ * From 2 MiB up it is 2 MiB aligned and advised into transparent huge pages:
+ * a decode step reads each cache as one stream per thread, and the CPU's
+ * prefetchers stop at every page boundary (1.7b, a full layer's bf16 cache
+ * of 32704 positions, one Zen 5 thread: 18 GB/s in 4 KiB pages, 26-28 GB/s
+ * in 2 MiB pages, against a 30 GB/s stream). Pages are still only taken
+ * when a step first writes them, 2 MiB at a time. */
+static void *cache_block_alloc(size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  const size_t huge = (size_t)2 << 20;
+  if (bytes >= huge) {
+    void *p = NULL;
+    bytes = (bytes + huge - 1) & ~(huge - 1);
+    if (posix_memalign(&p, huge, bytes) != 0)
+      return NULL;
+    madvise(p, bytes, MADV_HUGEPAGE);
+    return p;
+  }
+#endif
+  return aligned_alloc64(bytes, 0);
 }
 
 /* A block's digest (pack_format.h), compiled for the widest vectors this x86
@@ -662,24 +684,35 @@ spark_status spark_session_create(spark_model *model,
     return SPARK_ERROR_OUT_OF_MEMORY;
   s->model = model;
   s->caches = calloc((size_t)d->num_caches + 1, sizeof(void *));
-  s->owns_caches = cache_buffers == NULL;
   s->arena = aligned_alloc64(d->arena_bytes, 1);
   s->logits = aligned_alloc64(
       (size_t)d->logits_rows * d->vocab_size * sizeof(float), 0);
   spark_status status = (s->caches && s->arena && s->logits)
                             ? SPARK_OK
                             : SPARK_ERROR_OUT_OF_MEMORY;
-  for (int32_t i = 0; status == SPARK_OK && i < d->num_caches; ++i) {
-    if (cache_buffers) {
+  if (status == SPARK_OK && cache_buffers) {
+    for (int32_t i = 0; i < d->num_caches; ++i) {
       if (!cache_buffers[i] || ((uintptr_t)cache_buffers[i] & 63) != 0)
         status = SPARK_ERROR_INVALID_ARGUMENT;
       s->caches[i] = cache_buffers[i];
-    } else {
+    }
+  } else if (status == SPARK_OK) {
+    /* one block, each cache at a multiple of 4 KiB */
+    size_t total = 0;
+    for (int32_t i = 0; i < d->num_caches; ++i) {
       size_t bytes;
       spark_cache_bytes(model, i, &bytes);
-      s->caches[i] = aligned_alloc64(bytes, 0);
-      if (!s->caches[i])
-        status = SPARK_ERROR_OUT_OF_MEMORY;
+      total += (bytes + 4095) & ~(size_t)4095;
+    }
+    s->cache_block = cache_block_alloc(total);
+    if (!s->cache_block)
+      status = SPARK_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0, at = 0; status == SPARK_OK && i < (size_t)d->num_caches;
+         ++i) {
+      size_t bytes;
+      spark_cache_bytes(model, (int32_t)i, &bytes);
+      s->caches[i] = (char *)s->cache_block + at;
+      at += (bytes + 4095) & ~(size_t)4095;
     }
   }
   if (status != SPARK_OK) {
@@ -693,9 +726,7 @@ spark_status spark_session_create(spark_model *model,
 void spark_session_destroy(spark_session *session) {
   if (!session)
     return;
-  if (session->caches && session->owns_caches)
-    for (int32_t i = 0; i < session->model->def->num_caches; ++i)
-      free(session->caches[i]);
+  free(session->cache_block);
   free(session->caches);
   free(session->arena);
   free(session->logits);
