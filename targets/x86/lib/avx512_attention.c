@@ -302,6 +302,9 @@ enum {
   /* rows requested into L1 ahead: key slots, blocks of values (1.7b at
    * 32704 positions, Zen 5, 1 and 2 threads: 3-10% over none) */
   kKeysAhead = 8,
+  /* keys score_key_run computes together: 4 x kTokenHeads sums in registers
+   * (one key at a time: each FMA waited on the one before it) */
+  kKeyRun = 4, /* spark_hsum4_ps's four sums */
   kValueBlocksAhead = 2
 };
 
@@ -334,6 +337,36 @@ score_key(const float *q, const void *key, const int type, int hd, int chunks,
     _mm_storeu_ps(s, spark_hsum4_ps(a[0], a[1], a[2], a[3]));
     for (int h = 0; h < kTokenHeads; ++h)
       out[(size_t)(c * kTokenHeads + h) * stride] = s[h];
+  }
+}
+
+/* score_key for kKeyRun keys at once (rows key[0..kKeyRun-1] of one
+ * `type`), score c of a query to out[row * stride + c]: kKeyRun x
+ * kTokenHeads independent sums, so that the FMAs do not wait on each other,
+ * and each query vector loaded once for the run. */
+static inline __attribute__((always_inline)) void
+score_key_run(const float *q, const void *const *key, const int type, int hd,
+              int chunks, size_t stride, float *out) {
+  for (int c = 0; c < chunks; ++c) {
+    const float *qc = q + (size_t)c * kTokenHeads * hd;
+    __m512 a[kKeyRun][kTokenHeads];
+    for (int k = 0; k < kKeyRun; ++k)
+      for (int h = 0; h < kTokenHeads; ++h)
+        a[k][h] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d += 16) {
+      __m512 kd[kKeyRun];
+      for (int k = 0; k < kKeyRun; ++k)
+        kd[k] = load16(key[k], type, d);
+      for (int h = 0; h < kTokenHeads; ++h) {
+        const __m512 qh = _mm512_load_ps(qc + (size_t)h * hd + d);
+        for (int k = 0; k < kKeyRun; ++k)
+          a[k][h] = _mm512_fmadd_ps(qh, kd[k], a[k][h]);
+      }
+    }
+    /* a query's kKeyRun scores, one store */
+    for (int h = 0; h < kTokenHeads; ++h)
+      _mm_storeu_ps(out + (size_t)(c * kTokenHeads + h) * stride,
+                    spark_hsum4_ps(a[0][h], a[1][h], a[2][h], a[3][h]));
   }
 }
 
@@ -419,37 +452,62 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
   memset(acc, 0, sizeof(float) * (size_t)rows * hd);
   const int32_t query = j->pos0 + t;
   float top[kMaxRows]; /* per row: the part's largest score */
-  for (int m = m0; m < m1; ++m) {
-    const int32_t position = key_position(j, m);
-    const int seen =
-        position <= query && (j->window <= 0 || position > query - j->window);
+  for (int m = m0; m < m1;) {
+    /* a run of kKeyRun keys, all seen and of one type (the cache's or the
+     * chunk's rows), or else one key */
+    int run = m + kKeyRun <= m1 && (m + kKeyRun <= j->cached || m >= j->cached)
+                  ? kKeyRun
+                  : 1;
+    int seen = 1;
+    for (int i = 0; i < run && seen; ++i) {
+      const int32_t position = key_position(j, m + i);
+      seen =
+          position <= query && (j->window <= 0 || position > query - j->window);
+      if (!seen && i > 0) { /* a key of the run not seen: one at a time */
+        run = 1;
+        seen = 1;
+      }
+    }
     if (!seen) {
       for (int r = 0; r < rows; ++r)
         scores[(size_t)r * stride + (m - m0)] = -3.0e38f;
+      ++m;
       continue;
     }
-    if (m + kKeysAhead < m1)
-      for (int g = 0; g < kv; ++g) {
-        int type;
-        const char *ahead =
-            (const char *)slot_row(j, 1, g, m + kKeysAhead, &type);
-        const int bytes = hd * (type == kCacheF32 ? 4 : 2);
-        for (int l = 0; l < bytes; l += 64)
-          _mm_prefetch(ahead + l, _MM_HINT_T0);
-      }
+    for (int i = 0; i < run; ++i)
+      if (m + i + kKeysAhead < m1)
+        for (int g = 0; g < kv; ++g) {
+          int type;
+          const char *ahead =
+              (const char *)slot_row(j, 1, g, m + i + kKeysAhead, &type);
+          const int bytes = hd * (type == kCacheF32 ? 4 : 2);
+          for (int l = 0; l < bytes; l += 64)
+            _mm_prefetch(ahead + l, _MM_HINT_T0);
+        }
     for (int g = 0; g < kv; ++g) {
       int type;
-      const void *key = slot_row(j, 1, g, m, &type);
+      const void *key[kKeyRun];
+      for (int i = 0; i < run; ++i)
+        key[i] = slot_row(j, 1, g, m + i, &type);
       float *out =
           scores + (size_t)g * chunks * kTokenHeads * stride + (m - m0);
       const float *q = qs + (size_t)g * chunks * kTokenHeads * hd;
-      if (type == kCacheBF16)
-        score_key(q, key, kCacheBF16, hd, chunks, stride, out);
-      else if (type == kCacheF16)
-        score_key(q, key, kCacheF16, hd, chunks, stride, out);
-      else
-        score_key(q, key, kCacheF32, hd, chunks, stride, out);
+      if (run == kKeyRun) {
+        if (type == kCacheBF16)
+          score_key_run(q, key, kCacheBF16, hd, chunks, stride, out);
+        else if (type == kCacheF16)
+          score_key_run(q, key, kCacheF16, hd, chunks, stride, out);
+        else
+          score_key_run(q, key, kCacheF32, hd, chunks, stride, out);
+      } else if (type == kCacheBF16) {
+        score_key(q, key[0], kCacheBF16, hd, chunks, stride, out);
+      } else if (type == kCacheF16) {
+        score_key(q, key[0], kCacheF16, hd, chunks, stride, out);
+      } else {
+        score_key(q, key[0], kCacheF32, hd, chunks, stride, out);
+      }
     }
+    m += run;
   }
   const __m512 hidden = _mm512_set1_ps(-1.0e38f);
   float sum_of[kMaxRows];
