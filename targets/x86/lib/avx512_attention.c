@@ -97,6 +97,12 @@ static inline int32_t key_position(const attention_job *j, int m) {
   return last - back;
 }
 
+/* Whether the query at position `query` sees key m. */
+static inline int key_seen(const attention_job *j, int m, int32_t query) {
+  const int32_t position = key_position(j, m);
+  return position <= query && (j->window <= 0 || position > query - j->window);
+}
+
 enum { kVectors = kQueries / 16 };
 
 /* The scores of keys b..b+3 of the block (rows `key`) for the tile's
@@ -453,27 +459,20 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
   const int32_t query = j->pos0 + t;
   float top[kMaxRows]; /* per row: the part's largest score */
   for (int m = m0; m < m1;) {
-    /* a run of kKeyRun keys, all seen and of one type (the cache's or the
-     * chunk's rows), or else one key */
-    int run = m + kKeyRun <= m1 && (m + kKeyRun <= j->cached || m >= j->cached)
-                  ? kKeyRun
-                  : 1;
-    int seen = 1;
-    for (int i = 0; i < run && seen; ++i) {
-      const int32_t position = key_position(j, m + i);
-      seen =
-          position <= query && (j->window <= 0 || position > query - j->window);
-      if (!seen && i > 0) { /* a key of the run not seen: one at a time */
-        run = 1;
-        seen = 1;
-      }
-    }
-    if (!seen) {
+    if (!key_seen(j, m, query)) {
       for (int r = 0; r < rows; ++r)
         scores[(size_t)r * stride + (m - m0)] = -3.0e38f;
       ++m;
       continue;
     }
+    /* a run of kKeyRun keys, all seen and of one type (the cache's or the
+     * chunk's rows), or else one key */
+    int run = m + kKeyRun <= m1 && (m + kKeyRun <= j->cached || m >= j->cached)
+                  ? kKeyRun
+                  : 1;
+    for (int i = 1; i < run; ++i)
+      if (!key_seen(j, m + i, query))
+        run = 1;
     for (int i = 0; i < run; ++i)
       if (m + i + kKeysAhead < m1)
         for (int g = 0; g < kv; ++g) {
