@@ -697,23 +697,20 @@ spark_status spark_session_create(spark_model *model,
       s->caches[i] = cache_buffers[i];
     }
   } else if (status == SPARK_OK) {
-    /* one block, each cache at a multiple of 4 KiB */
+    /* one block, each cache at a multiple of 4 KiB: s->caches[i] holds
+     * cache i's offset until the block is taken */
     size_t total = 0;
     for (int32_t i = 0; i < d->num_caches; ++i) {
       size_t bytes;
       spark_cache_bytes(model, i, &bytes);
+      s->caches[i] = (void *)(uintptr_t)total;
       total += (bytes + 4095) & ~(size_t)4095;
     }
     s->cache_block = cache_block_alloc(total);
     if (!s->cache_block)
       status = SPARK_ERROR_OUT_OF_MEMORY;
-    for (size_t i = 0, at = 0; status == SPARK_OK && i < (size_t)d->num_caches;
-         ++i) {
-      size_t bytes;
-      spark_cache_bytes(model, (int32_t)i, &bytes);
-      s->caches[i] = (char *)s->cache_block + at;
-      at += (bytes + 4095) & ~(size_t)4095;
-    }
+    for (int32_t i = 0; status == SPARK_OK && i < d->num_caches; ++i)
+      s->caches[i] = (char *)s->cache_block + (uintptr_t)s->caches[i];
   }
   if (status != SPARK_OK) {
     spark_session_destroy(s);
