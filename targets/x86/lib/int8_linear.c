@@ -18,9 +18,10 @@
  *         (code - 8) * scale comes off as 8 * the group's sum of input codes.
  * Each task takes a block of rows. One token (decode) reads them one row at
  * a time (w8a8, w4a8) or 4 rows at a time (w4a16, whose four vpdpbusd per 64
- * weight bytes need four 64-byte input loads: 4 rows share them), as one
- * stream, each line requested into L2 ahead in memory order (the rows
- * spark_prefetch_avx512_rows(), the w4a16 tiles kSparkPrefetchAvx512); more
+ * weight bytes need four 64-byte input loads: 4 rows share them), each
+ * line requested into L2 ahead: the rows' spark_prefetch_avx512_rows() on in
+ * memory order, the w4a16 tiles' the same line of a later tile
+ * (w4a16_tile_ahead); more
  * tokens (prefill) run register tiles of 4 rows x 6 (w8a8), 4 (w4a8) or 3
  * (w4a16) tokens, so every weight vector loaded feeds the tile's tokens (the
  * two orders add the same products, the f32 group terms in another order).
@@ -42,7 +43,8 @@
 enum { kRowsPerTask = 64, kGroup = 128 };
 
 /* One token reads each row once, from memory (microkernel_support.h): the
- * w4a16 tiles kSparkPrefetchAvx512 ahead, the w8a8 and w4a8 rows `ahead`. */
+ * rows of w4a16 past its tiles kSparkPrefetchAvx512 ahead, the w8a8 and
+ * w4a8 rows `ahead`. */
 static inline void prefetch_line(const void *line) {
   spark_prefetch_l2_ahead(line, kSparkPrefetchAvx512);
 }
@@ -72,6 +74,9 @@ typedef struct int8_job {
   float *out;                    /* [T][out_stride] */
   int K, N, T, out_stride;
   int ahead; /* w8a8, w4a8 decode: spark_prefetch_avx512_rows() */
+  /* w4a16 decode: from a tile's line to the line requested with it, the
+   * same line of a later tile (w4a16_tile_ahead) */
+  size_t tile_ahead;
   /* 4-bit: bytes from one row of codes to the next, f16 from one row of
    * scales (and zero points) to the next; grouped rows (the scales and zero
    * points after each row's codes, SPARK_LAYOUT_GROUPED_ROWS) have
@@ -541,10 +546,11 @@ w4a16_tile(const int8_job *job, int n, int t0, const int TB) {
       prefetch_scales(scales + i);
       prefetch_scales(zeros + i);
     }
-  else if (TB == 1) /* grouped rows: the block's lines past 4 rows' worth of
-                       codes (the loop below requests those), ahead */
-    prefetch_rest(w + (size_t)kTileRows * (K / 2),
-                  w + (size_t)kTileRows * job->w_stride, kSparkPrefetchAvx512);
+  else if (TB == 1) /* grouped rows: each row's lines after its codes (the
+                       loop below requests those), a tile_ahead later */
+    for (int r = 0; r < kTileRows; ++r)
+      prefetch_rest(w + (size_t)r * job->w_stride + K / 2,
+                    w + (size_t)(r + 1) * job->w_stride, (int)job->tile_ahead);
   for (int g0 = 0; g0 < groups; g0 += 16) {
     float scale[kTileRows][16], factor[kTileRows][kTileTokens16][16];
     const __mmask16 mask =
@@ -571,8 +577,8 @@ w4a16_tile(const int8_job *job, int n, int t0, const int TB) {
       for (int r = 0; r < kTileRows; ++r) {
         const uint8_t *line =
             w + (size_t)r * job->w_stride + (size_t)g * (kGroup / 2);
-        if (TB == 1) /* the tile's lines in memory order, ahead */
-          prefetch_line(w + ((size_t)g * kTileRows + r) * (kGroup / 2));
+        if (TB == 1) /* the same line of a later tile */
+          spark_prefetch_l2_ahead(line, (int)job->tile_ahead);
         const __m512i v = _mm512_loadu_si512(line);
         even[r] = _mm512_and_si512(v, low);
         odd[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
@@ -603,6 +609,19 @@ w4a16_tile(const int8_job *job, int n, int t0, const int TB) {
         _mm_sub_ps(spark_hsum4_ps(acc[0][t], acc[1][t], acc[2][t], acc[3][t]),
                    spark_hsum4_ps(offset[0][t], offset[1][t], offset[2][t],
                                   offset[3][t])));
+}
+
+/* How far ahead a w4a16 decode tile requests its lines: each line of row r
+ * the same line of row r of a later tile, the first tile at least
+ * kSparkPrefetchAvx512 bytes on. The 4 rows are 4 streams a row apart; one
+ * distance in memory order (as the rows of w4a8 are read) put rows 1-3
+ * behind it once a tile is longer than the distance: the 1.7b's down
+ * matrices (K = 6656, 14 KiB tiles) ran at 63-78% of a stream at 1 and 2
+ * threads, 90-103% with this (spark-kernelbench, Zen 5), gate/up and the
+ * head (4.25 KiB tiles, 3 ahead) unchanged or faster. */
+static size_t w4a16_tile_ahead(int w_stride) {
+  const size_t tile = (size_t)kTileRows * (size_t)w_stride;
+  return ((size_t)kSparkPrefetchAvx512 + tile - 1) / tile * tile;
 }
 
 /* 4 rows x up to 3 tokens at a time (w4a16_tile), the last rows of a task
@@ -662,7 +681,8 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
                   .T = T,
                   .out_stride = out->dim[1].stride,
                   .w_stride = w->dim[1].stride,
-                  .s_stride = scales->dim[1].stride};
+                  .s_stride = scales->dim[1].stride,
+                  .tile_ahead = w4a16_tile_ahead(w->dim[1].stride)};
   const int rc =
       halide_do_par_for(NULL, w4a16_task, 0,
                         (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
