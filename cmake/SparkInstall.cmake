@@ -23,7 +23,8 @@ install(FILES runtime/include/spark/runtime.h runtime/include/spark/model_abi.h
 # (kernels/include/spark/Kernels/DataFiles.h), and the runtime's source, which
 # the package builds for a cross-compiled project.
 install(DIRECTORY runtime/include DESTINATION ${SPARK_INSTALL_DATADIR}/runtime)
-install(FILES runtime/lib/runtime.c DESTINATION ${SPARK_INSTALL_DATADIR}/runtime/lib)
+install(FILES runtime/lib/runtime.c runtime/lib/checksum_x86.h
+        DESTINATION ${SPARK_INSTALL_DATADIR}/runtime/lib)
 install(FILES tools/spark-run/spark-run.c
         DESTINATION ${SPARK_INSTALL_DATADIR}/tools/spark-run)
 foreach(dir common x86 arm64 hexagon)

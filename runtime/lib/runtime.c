@@ -15,6 +15,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include "checksum_x86.h"
+#endif
 
 /* Checksums are verified on several threads where the C library has them
  * (not the freestanding Hexagon build). */
@@ -157,25 +160,15 @@ static void *cache_block_alloc(size_t bytes) {
   return aligned_alloc64(bytes, 0);
 }
 
-/* A block's digest (pack_format.h), compiled for the widest vectors this x86
- * CPU has: the 64 bytes of a step are one AVX-512 multiply, two AVX2 ones,
- * four SSE2 ones. The same function in every case; other targets take the
- * portable one. */
+/* A block's digest on the widest vectors this x86 CPU has
+ * (checksum_x86.h); other targets take the portable function. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx512f,avx512bw"))) static uint64_t
-block_avx512(const void *data, size_t bytes, uint64_t index) {
-  return spark_checksum_block(data, bytes, index);
-}
-__attribute__((target("avx2"))) static uint64_t
-block_avx2(const void *data, size_t bytes, uint64_t index) {
-  return spark_checksum_block(data, bytes, index);
-}
 static uint64_t (*block_digest(void))(const void *, size_t, uint64_t) {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
-    return block_avx512;
+  if (__builtin_cpu_supports("avx512f"))
+    return spark_checksum_block_avx512;
   if (__builtin_cpu_supports("avx2"))
-    return block_avx2;
+    return spark_checksum_block_avx2;
   return spark_checksum_block;
 }
 #else

@@ -67,6 +67,33 @@ static inline uint64_t spark_checksum_mix(uint64_t h) {
   return h ^ (h >> 29);
 }
 
+/* The starting value of lane l of block `index`'s digest. */
+static inline uint64_t spark_checksum_lane_seed(int l, uint64_t index) {
+  return (uint64_t)(l + 1) * 0xc2b2ae3d27d4eb4full ^ index;
+}
+
+/* The key word l of a 64-byte step is mixed with (before the step's
+ * offset in the block). */
+static inline uint64_t spark_checksum_lane_key(int l) {
+  return (uint64_t)(l + 1) * 0x9e3779b97f4a7c15ull;
+}
+
+/* A block's digest from its lanes after the whole 64-byte steps: the
+ * `rest` (< 64) bytes at `tail_bytes` after them, mixed with the block's
+ * index and length. Vector versions of the steps (runtime.c) end here. */
+static inline uint64_t spark_checksum_finish(const uint64_t lane[8],
+                                             const unsigned char *tail_bytes,
+                                             size_t rest, size_t bytes,
+                                             uint64_t index) {
+  uint64_t tail = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < rest; ++i)
+    tail = (tail ^ tail_bytes[i]) * 0x100000001b3ull;
+  uint64_t h = spark_checksum_mix(index + bytes * 0x9e3779b97f4a7c15ull);
+  for (int l = 0; l < 8; ++l)
+    h = spark_checksum_mix(h ^ lane[l]);
+  return spark_checksum_mix(h ^ tail);
+}
+
 /* The digest of block `index`: `bytes` (at most SPARK_CHECKSUM_BLOCK) from
  * `data`. */
 static inline uint64_t spark_checksum_block(const void *data, size_t bytes,
@@ -74,7 +101,7 @@ static inline uint64_t spark_checksum_block(const void *data, size_t bytes,
   const unsigned char *p = (const unsigned char *)data;
   uint64_t lane[8];
   for (int l = 0; l < 8; ++l)
-    lane[l] = (uint64_t)(l + 1) * 0xc2b2ae3d27d4eb4full ^ index;
+    lane[l] = spark_checksum_lane_seed(l, index);
   size_t i = 0;
   for (; i + 64 <= bytes; i += 64) {
 #if defined(__GNUC__) || defined(__clang__)
@@ -85,17 +112,11 @@ static inline uint64_t spark_checksum_block(const void *data, size_t bytes,
     for (int l = 0; l < 8; ++l) {
       uint64_t w;
       memcpy(&w, p + i + 8 * l, 8);
-      const uint64_t x = w ^ ((uint64_t)(l + 1) * 0x9e3779b97f4a7c15ull) ^ i;
+      const uint64_t x = w ^ spark_checksum_lane_key(l) ^ i;
       lane[l] += w + (uint64_t)(uint32_t)x * (uint64_t)(uint32_t)(x >> 32);
     }
   }
-  uint64_t tail = 0xcbf29ce484222325ull;
-  for (; i < bytes; ++i)
-    tail = (tail ^ p[i]) * 0x100000001b3ull;
-  uint64_t h = spark_checksum_mix(index + bytes * 0x9e3779b97f4a7c15ull);
-  for (int l = 0; l < 8; ++l)
-    h = spark_checksum_mix(h ^ lane[l]);
-  return spark_checksum_mix(h ^ tail);
+  return spark_checksum_finish(lane, p + i, bytes - i, bytes, index);
 }
 
 /* The checksum of `bytes` bytes whose block digests sum to `digests`. */
