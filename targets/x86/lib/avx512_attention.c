@@ -413,6 +413,38 @@ add_value_rows(float *acc, const float *w, size_t stride,
   }
 }
 
+/* Scores of the cached keys m..end-1 (end - m a multiple of kKeyRun) of a
+ * linear cache of `type` that every query of the token sees, kKeyRun at a
+ * time, each row kKeysAhead keys on requested into L1 (up to `ahead_end`;
+ * past it the caller's loop requests its rows): the rows' addresses
+ * stepped, no position checks. */
+static inline __attribute__((always_inline)) void
+score_linear_keys(const attention_job *j, const float *qs, float *scores,
+                  size_t stride, int chunks, int m0, int m, int end,
+                  int ahead_end, const int type) {
+  const int hd = j->hd, kv = j->kv_heads;
+  const size_t size = type == kCacheF32 ? 4 : 2;
+  const size_t slot_bytes = (size_t)j->kc->dim[2].stride * size,
+               head_bytes = (size_t)j->kc->dim[1].stride * size;
+  const char *cache = (const char *)j->kc->host;
+  for (; m < end; m += kKeyRun)
+    for (int g = 0; g < kv; ++g) {
+      const char *row = cache + (size_t)g * head_bytes + (size_t)m * slot_bytes;
+      for (int i = 0; i < kKeyRun; ++i)
+        if (m + i + kKeysAhead < ahead_end)
+          for (size_t l = 0; l < hd * size; l += 64)
+            _mm_prefetch(row + (size_t)(i + kKeysAhead) * slot_bytes + l,
+                         _MM_HINT_T0);
+      const void *key[kKeyRun];
+      for (int i = 0; i < kKeyRun; ++i)
+        key[i] = row + (size_t)i * slot_bytes;
+      score_key_run(qs + (size_t)g * chunks * kTokenHeads * hd, key, type, hd,
+                    chunks, stride,
+                    scores + (size_t)g * chunks * kTokenHeads * stride +
+                        (m - m0));
+    }
+}
+
 static int token_part_task(void *user_context, int task, uint8_t *closure) {
   (void)user_context;
   const token_job *tj = (const token_job *)closure;
@@ -458,7 +490,28 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
   memset(acc, 0, sizeof(float) * (size_t)rows * hd);
   const int32_t query = j->pos0 + t;
   float top[kMaxRows]; /* per row: the part's largest score */
-  for (int m = m0; m < m1;) {
+  int m = m0;
+  if (!j->ring && j->window <= 0) {
+    /* a linear cache without a window: the query sees slots 0..query (the
+     * cache's rows before pos0, and any later ones are stale) */
+    int end = m1 < j->cached ? m1 : j->cached;
+    if (end > j->slots)
+      end = j->slots;
+    if (end > query + 1)
+      end = query + 1;
+    end = m + (end - m > 0 ? (end - m) / kKeyRun * kKeyRun : 0);
+    if (j->cache_type == kCacheBF16)
+      score_linear_keys(j, qs, scores, stride, chunks, m0, m, end, end,
+                        kCacheBF16);
+    else if (j->cache_type == kCacheF16)
+      score_linear_keys(j, qs, scores, stride, chunks, m0, m, end, end,
+                        kCacheF16);
+    else
+      score_linear_keys(j, qs, scores, stride, chunks, m0, m, end, end,
+                        kCacheF32);
+    m = end;
+  }
+  while (m < m1) {
     if (!key_seen(j, m, query)) {
       for (int r = 0; r < rows; ++r)
         scores[(size_t)r * stride + (m - m0)] = -3.0e38f;
