@@ -415,13 +415,15 @@ add_value_rows(float *acc, const float *w, size_t stride,
 
 /* Scores of the cached keys m..end-1 (end - m a multiple of kKeyRun) of a
  * linear cache of `type` that every query of the token sees, kKeyRun at a
- * time, each row kKeysAhead keys on requested into L1 (up to `ahead_end`;
- * past it the caller's loop requests its rows): the rows' addresses
- * stepped, no position checks. */
+ * time, each key / value head's row kKeysAhead keys on (before `end`)
+ * requested into L1: the rows' addresses stepped, no position checks (the
+ * keys from `end` on take the caller's loop, which requests its own). From
+ * memory, a full layer of the 1.7b at 32704 bf16 positions on one thread:
+ * 23.0 -> 29.0 GB/s against checking each key as the other keys are. */
 static inline __attribute__((always_inline)) void
 score_linear_keys(const attention_job *j, const float *qs, float *scores,
                   size_t stride, int chunks, int m0, int m, int end,
-                  int ahead_end, const int type) {
+                  const int type) {
   const int hd = j->hd, kv = j->kv_heads;
   const size_t size = type == kCacheF32 ? 4 : 2;
   const size_t slot_bytes = (size_t)j->kc->dim[2].stride * size,
@@ -431,8 +433,8 @@ score_linear_keys(const attention_job *j, const float *qs, float *scores,
     for (int g = 0; g < kv; ++g) {
       const char *row = cache + (size_t)g * head_bytes + (size_t)m * slot_bytes;
       for (int i = 0; i < kKeyRun; ++i)
-        if (m + i + kKeysAhead < ahead_end)
-          for (size_t l = 0; l < hd * size; l += 64)
+        if (m + i + kKeysAhead < end)
+          for (size_t l = 0; l < (size_t)hd * size; l += 64)
             _mm_prefetch(row + (size_t)(i + kKeysAhead) * slot_bytes + l,
                          _MM_HINT_T0);
       const void *key[kKeyRun];
@@ -501,14 +503,11 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
       end = query + 1;
     end = m + (end - m > 0 ? (end - m) / kKeyRun * kKeyRun : 0);
     if (j->cache_type == kCacheBF16)
-      score_linear_keys(j, qs, scores, stride, chunks, m0, m, end, end,
-                        kCacheBF16);
+      score_linear_keys(j, qs, scores, stride, chunks, m0, m, end, kCacheBF16);
     else if (j->cache_type == kCacheF16)
-      score_linear_keys(j, qs, scores, stride, chunks, m0, m, end, end,
-                        kCacheF16);
+      score_linear_keys(j, qs, scores, stride, chunks, m0, m, end, kCacheF16);
     else
-      score_linear_keys(j, qs, scores, stride, chunks, m0, m, end, end,
-                        kCacheF32);
+      score_linear_keys(j, qs, scores, stride, chunks, m0, m, end, kCacheF32);
     m = end;
   }
   while (m < m1) {
