@@ -52,16 +52,17 @@ Layout layoutOf(MemRefType type) {
   return l;
 }
 
-/// Halide's type code and bits of a view's elements (halide_type_code_t:
-/// 0 int, 1 uint, 2 float, 4 bfloat); 4-bit codes are stored as bytes.
-std::pair<int, int> halideTypeOf(Type element) {
+/// The halide_type_code_t enumerator (HalideRuntime.h, which the driver
+/// includes through driver_support.h) and bits of a view's elements; 4-bit
+/// codes are stored as bytes.
+std::pair<StringRef, int> halideTypeOf(Type element) {
   if (element.isBF16())
-    return {4, 16};
+    return {"halide_type_bfloat", 16};
   if (isa<FloatType>(element))
-    return {2, int(element.getIntOrFloatBitWidth())};
+    return {"halide_type_float", int(element.getIntOrFloatBitWidth())};
   auto integer = cast<IntegerType>(element);
   const int bits = std::max(8u, integer.getWidth());
-  return {integer.isUnsigned() ? 1 : 0, bits};
+  return {integer.isUnsigned() ? "halide_type_uint" : "halide_type_int", bits};
 }
 
 class StepLowering {
@@ -198,8 +199,8 @@ private:
         b, cast<TypedValue<emitc::ArrayType>>(views), ValueRange{i32c(slot)});
     Value address =
         emitc::AddressOfOp::create(b, pointer("spark_view_t"), element);
-    SmallVector<Value> operands{address, *hostPointer, i32c(code), i32c(bits),
-                                i32c(rank)};
+    SmallVector<Value> operands{address, *hostPointer, literal(i32, code),
+                                i32c(bits), i32c(rank)};
     operands.append(extentsAndStrides);
     return call(pointer("halide_buffer_t"), "spark_view", operands);
   }
