@@ -28,7 +28,7 @@ std::string dataPath(StringRef relative) {
 Error checkDataFiles() {
   for (const char *file :
        {"runtime/lib/runtime.c", "runtime/include/spark/runtime.h",
-        "tools/spark-run/spark-run.c",
+        "tools/spark-run/spark-run.c", "tools/loader/options.h",
         "targets/common/lib/microkernel_support.h",
         "targets/common/lib/driver_support.h"})
     if (!sys::fs::exists(dataPath(file)))

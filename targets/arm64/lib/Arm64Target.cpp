@@ -1,4 +1,5 @@
 //===- Arm64Target.cpp - variants, microkernels and toolchain of arm64 ----===//
+#include "microkernel_shapes.h" // targets/common/lib: shared with the C kernels
 #include "spark/Kernels/DataFiles.h"
 #include "spark/Targets/Arm64.h"
 #include "spark/Targets/CpuSchedules.h"
@@ -17,11 +18,11 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                    flags};
   static const Microkernel w4a8 = {"spark_sdot_linear_w4a8", "sdot_linear.c",
                                    flags};
-  if (!variant.int8Dot || spec.out % 4 != 0)
+  if (!variant.int8Dot || spec.out % SPARK_MK_ROWS != 0)
     return nullptr;
-  if (spec.isInt8Linear(false) && spec.in % 16 == 0)
+  if (spec.isInt8Linear(false) && spec.in % SPARK_MK_SDOT_DEPTH == 0)
     return &w8a8;
-  if (spec.isInt8Linear(true))
+  if (spec.isInt8Linear(true) && spec.group == SPARK_MK_GROUP)
     return &w4a8;
   return nullptr;
 }

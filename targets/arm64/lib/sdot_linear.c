@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-enum { kRowsPerTask = 64, kGroup = 128 };
+enum { kRowsPerTask = 64, kGroup = SPARK_MK_GROUP };
 
 typedef struct sdot_job {
   const int8_t *w8;             /* w8a8: [N][K] */
@@ -153,7 +153,7 @@ int spark_sdot_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, float input_scale,
                            halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 1, 16, 4))
+  if (!spark_linear_fits(x, w, out, 1, SPARK_MK_SDOT_DEPTH, SPARK_MK_ROWS))
     return -1;
   sdot_job job = {(const int8_t *)w->host, NULL, (const float *)scales->host,
                   NULL, NULL, NULL, (float *)out->host, K, N, T,
@@ -165,7 +165,7 @@ int spark_sdot_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, float input_scale,
                            halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 2, kGroup, 4) ||
+  if (!spark_linear_fits(x, w, out, 2, kGroup, SPARK_MK_ROWS) ||
       !spark_groups_fit(x, scales, kGroup))
     return -1;
   sdot_job job = {NULL, (const uint8_t *)w->host, NULL,

@@ -7,6 +7,7 @@
 #define SPARK_MICROKERNEL_SUPPORT_H
 
 #include "HalideRuntime.h"
+#include "microkernel_shapes.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -1,4 +1,5 @@
 //===- HexagonTarget.cpp - variants, microkernels and toolchain of hexagon ===//
+#include "microkernel_shapes.h" // targets/common/lib: shared with the C kernels
 #include "spark/Kernels/DataFiles.h"
 #include "spark/Targets/CpuSchedules.h"
 #include "spark/Targets/Hexagon.h"
@@ -13,7 +14,8 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                   const KernelSpec &spec) {
   static const Microkernel w8a8 = {
       "spark_vrmpy_linear_w8a8", "vrmpy_linear.c", {}};
-  if (variant.int8Dot && spec.isInt8Linear(false) && spec.in % 128 == 0)
+  if (variant.int8Dot && spec.isInt8Linear(false) &&
+      spec.in % SPARK_MK_VRMPY_DEPTH == 0)
     return &w8a8;
   return nullptr;
 }

@@ -36,7 +36,7 @@ int spark_vrmpy_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                             halide_buffer_t *scales, float input_scale,
                             halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 1, 128, 1))
+  if (!spark_linear_fits(x, w, out, 1, SPARK_MK_VRMPY_DEPTH, 1))
     return -1;
   const int os = out->dim[1].stride;
   int8_t *codes;

@@ -1,4 +1,5 @@
 //===- X86Schedules.cpp - x86 schedules of the spark kernels --------------===//
+#include "microkernel_shapes.h" // targets/common/lib: shared with the C kernels
 #include "spark/Kernels/DataFiles.h"
 #include "spark/Targets/CpuSchedules.h"
 #include "spark/Targets/X86.h"
@@ -133,15 +134,16 @@ const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
                                         attentionArguments};
   if (spec.kind == KernelKind::Attention)
     return attentionFits(spec, false) ? &attention : nullptr;
-  if (spec.kind != KernelKind::Linear || spec.out % 4 != 0)
+  if (spec.kind != KernelKind::Linear || spec.out % SPARK_MK_ROWS != 0)
     return nullptr;
   // Which of the three: the rounding of 16-bit inputs.
   const int rounding = spec.inputType == DType::BF16  ? 1
                        : spec.inputType == DType::F16 ? 2
                                                       : 0;
-  // 4-bit groups of 64 or 128 (avx2_linear.c reads the size off the scales).
-  const bool groups = spec.group == 64 || spec.group == 128;
-  if (spec.isInt8Linear(false) && spec.in % 32 == 0)
+  // 4-bit groups of either size (avx2_linear.c reads it off the scales).
+  const bool groups =
+      spec.group == SPARK_MK_SMALL_GROUP || spec.group == SPARK_MK_GROUP;
+  if (spec.isInt8Linear(false) && spec.in % SPARK_MK_AVX2_INT8_DEPTH == 0)
     return &w8a8;
   if (spec.inputBits == 8 && !spec.inputBlock && spec.symmetricGroups && groups)
     return &w4a8;
@@ -149,9 +151,10 @@ const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
     return nullptr;
   if (groups && !spec.symmetricGroups)
     return &w4a16[rounding];
-  if (spec.weightType == DType::I8 && !spec.group && spec.in % 16 == 0)
+  if (spec.weightType == DType::I8 && !spec.group &&
+      spec.in % SPARK_MK_AVX2_DEPTH == 0)
     return &w8a16[rounding];
-  if (spec.weightType == DType::BF16 && spec.in % 16 == 0)
+  if (spec.weightType == DType::BF16 && spec.in % SPARK_MK_AVX2_DEPTH == 0)
     return &bf16;
   return nullptr;
 }
@@ -201,14 +204,16 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   const bool tiles =
       variant.matrixTiles && variant.amxKernel == AmxKernel::Tiles;
   // Whole 32-deep tiles, two 16-row A tiles per step.
-  if (tiles && isBF16Prefill(spec) && spec.in % 32 == 0 && spec.out % 32 == 0)
+  if (tiles && isBF16Prefill(spec) && spec.in % SPARK_MK_AMX_BF16_DEPTH == 0 &&
+      spec.out % SPARK_MK_AMX_ROWS == 0)
     return &amxTiles;
   // Whole 64-deep int8 tiles.
   if (tiles && spec.phase == Phase::Prefill && spec.isInt8Linear(false) &&
-      spec.in % 64 == 0 && spec.out % 32 == 0)
+      spec.in % SPARK_MK_AMX_INT8_DEPTH == 0 &&
+      spec.out % SPARK_MK_AMX_ROWS == 0)
     return &amxInt8;
   if (variant.bf16Dot && spec.kind == KernelKind::Linear &&
-      spec.weightType == DType::BF16 && spec.in % 32 == 0)
+      spec.weightType == DType::BF16 && spec.in % SPARK_MK_BF16_DEPTH == 0)
     return &bf16Dot;
   // w8a16 with bf16 inputs: prefill widens the codes to bf16 (exact) for
   // vdpbf16ps, shared between 4 tokens; decode streams one row at a time,
@@ -216,7 +221,7 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   // bf16_linear.c).
   if (variant.bf16Dot && spec.kind == KernelKind::Linear &&
       spec.weightType == DType::I8 && !spec.inputBits &&
-      spec.inputType == DType::BF16 && spec.in % 32 == 0)
+      spec.inputType == DType::BF16 && spec.in % SPARK_MK_BF16_DEPTH == 0)
     return &bf16W8;
   // w4a16 with bf16 or f16 inputs, on every VNNI CPU: the inputs as int16
   // split into bytes, four vpdpbusd per 64 weight bytes and token; prefill
@@ -227,19 +232,21 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
       {"spark_vnni_linear_w4a16_xbf16", "int8_linear.c", vnniFlags},
       {"spark_vnni_linear_w4a16_xf16", "int8_linear.c", vnniFlags}};
   if ((variant.int8Dot || variant.bf16Dot) && spec.kind == KernelKind::Linear &&
-      !spec.inputBits && spec.group == 128 && !spec.symmetricGroups &&
+      !spec.inputBits && spec.group == SPARK_MK_GROUP &&
+      !spec.symmetricGroups &&
       (spec.inputType == DType::BF16 || spec.inputType == DType::F16))
     return &vnniW4A16[spec.inputType == DType::F16];
-  if (variant.int8Dot && spec.isInt8Linear(false) && spec.in % 64 == 0 &&
-      spec.out % 4 == 0)
+  if (variant.int8Dot && spec.isInt8Linear(false) &&
+      spec.in % SPARK_MK_VNNI_DEPTH == 0 && spec.out % SPARK_MK_ROWS == 0)
     return &vnniW8A8;
-  if (variant.int8Dot && spec.isInt8Linear(true) && spec.out % 4 == 0)
+  if (variant.int8Dot && spec.isInt8Linear(true) &&
+      spec.group == SPARK_MK_GROUP && spec.out % SPARK_MK_ROWS == 0)
     return &vnniW4A8;
   // 4-bit asymmetric groups with f32 inputs (w4a16, --activations=f32):
   // AVX-512 FMAs on the widened nibbles, in the same variant.
   if (variant.int8Dot && spec.kind == KernelKind::Linear && !spec.inputBits &&
-      spec.group == 128 && !spec.symmetricGroups && spec.out % 4 == 0 &&
-      spec.inputType == DType::F32)
+      spec.group == SPARK_MK_GROUP && !spec.symmetricGroups &&
+      spec.out % SPARK_MK_ROWS == 0 && spec.inputType == DType::F32)
     return &avx512W4;
   // AVX-512 without VNNI (Skylake-SP/X): products with int8 inputs on the
   // AVX2 kernels. Halide's AVX-512 lowering of them gives wrong logits

@@ -107,8 +107,9 @@ static int amx_rows_task(void *user_context, int block, uint8_t *closure) {
 int spark_amx_linear_bf16(halide_buffer_t *x, halide_buffer_t *w,
                           halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (K % 32 != 0 || N % 32 != 0 || w->dim[0].extent != K ||
-      out->dim[0].extent != N || out->dim[1].extent != T)
+  if (K % SPARK_MK_AMX_BF16_DEPTH != 0 || N % SPARK_MK_AMX_ROWS != 0 ||
+      w->dim[0].extent != K || out->dim[0].extent != N ||
+      out->dim[1].extent != T)
     return -1;
   const int TP = (T + 15) / 16 * 16, xs = x->dim[1].stride;
   const float *xf = (const float *)x->host;
@@ -131,7 +132,8 @@ int spark_amx_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                           halide_buffer_t *scales, float input_scale,
                           halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 1, 64, 32))
+  if (!spark_linear_fits(x, w, out, 1, SPARK_MK_AMX_INT8_DEPTH,
+                         SPARK_MK_AMX_ROWS))
     return -1;
   const int TP = (T + 15) / 16 * 16;
   int8_t *codes, *packed = NULL;

@@ -47,14 +47,15 @@
 
 enum { kRowsPerTask = 64, kInputGroup = 128 };
 
-/* The group size of a 4-bit product from its scales, or 0 if not 64 / 128. */
+/* The group size of a 4-bit product from its scales, or 0 if not one this
+ * file takes (SPARK_MK_SMALL_GROUP, SPARK_MK_GROUP). */
 static inline int group_of(const halide_buffer_t *x,
                            const halide_buffer_t *scales) {
   const int K = x->dim[0].extent, groups = scales->dim[0].extent;
   if (groups <= 0 || K % groups != 0)
     return 0;
   const int group = K / groups;
-  return group == 64 || group == 128 ? group : 0;
+  return group == SPARK_MK_SMALL_GROUP || group == SPARK_MK_GROUP ? group : 0;
 }
 
 /* One token reads each row once, from memory (microkernel_support.h). */
@@ -743,7 +744,7 @@ static int run_int8(halide_buffer_t *x, float input_scale, avx2_job *job,
 int spark_avx2_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, float input_scale,
                            halide_buffer_t *out) {
-  if (!spark_linear_fits(x, w, out, 1, 32, 4))
+  if (!spark_linear_fits(x, w, out, 1, SPARK_MK_AVX2_INT8_DEPTH, SPARK_MK_ROWS))
     return -1;
   avx2_job job = job_of(x, w, out);
   job.row_scales = (const float *)scales->host;
@@ -754,7 +755,8 @@ int spark_avx2_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, float input_scale,
                            halide_buffer_t *out) {
   const int group = group_of(x, scales);
-  if (!group || !spark_grouped_rows_fit(x, w, scales, NULL, out, group, 4))
+  if (!group ||
+      !spark_grouped_rows_fit(x, w, scales, NULL, out, group, SPARK_MK_ROWS))
     return -1;
   avx2_job job = job_of(x, w, out);
   job.scales = (const uint16_t *)scales->host;
@@ -797,7 +799,8 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
                  halide_buffer_t *scales, halide_buffer_t *zeros,
                  halide_buffer_t *out, int rounding) {
   const int group = group_of(x, scales);
-  if (!group || !spark_grouped_rows_fit(x, w, scales, zeros, out, group, 4))
+  if (!group ||
+      !spark_grouped_rows_fit(x, w, scales, zeros, out, group, SPARK_MK_ROWS))
     return -1;
   avx2_job job = job_of(x, w, out);
   job.scales = (const uint16_t *)scales->host;
@@ -831,7 +834,7 @@ int spark_avx2_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
 
 static int w8a16(halide_buffer_t *x, halide_buffer_t *w,
                  halide_buffer_t *scales, halide_buffer_t *out, int rounding) {
-  if (!spark_linear_fits(x, w, out, 1, 16, 4))
+  if (!spark_linear_fits(x, w, out, 1, SPARK_MK_AVX2_DEPTH, SPARK_MK_ROWS))
     return -1;
   avx2_job job = job_of(x, w, out);
   job.row_scales = (const float *)scales->host;
@@ -860,7 +863,7 @@ int spark_avx2_linear_w8a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
 
 int spark_avx2_linear_bf16(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *out) {
-  if (!spark_linear_fits(x, w, out, 1, 16, 4))
+  if (!spark_linear_fits(x, w, out, 1, SPARK_MK_AVX2_DEPTH, SPARK_MK_ROWS))
     return -1;
   avx2_job job = job_of(x, w, out);
   return run_wide(x, kSparkF32Inputs, 0, &job, bf16_task);

@@ -504,8 +504,8 @@ static int bf16_prefill_on_dot_products(void) {
 int spark_bf16_linear_tiles(halide_buffer_t *x, halide_buffer_t *w,
                             halide_buffer_t *out, int dot_products) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (K % 32 != 0 || w->dim[0].extent != K || out->dim[0].extent != N ||
-      out->dim[1].extent != T)
+  if (K % SPARK_MK_BF16_DEPTH != 0 || w->dim[0].extent != K ||
+      out->dim[0].extent != N || out->dim[1].extent != T)
     return -1;
   bf16_job job = {.w = (const uint16_t *)w->host,
                   .out = (float *)out->host,
@@ -531,7 +531,7 @@ int spark_bf16_linear(halide_buffer_t *x, halide_buffer_t *w,
 int spark_bf16_linear_w8a16(halide_buffer_t *x, halide_buffer_t *w,
                             halide_buffer_t *scales, halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 1, 32, 1))
+  if (!spark_linear_fits(x, w, out, 1, SPARK_MK_BF16_DEPTH, 1))
     return -1;
   bf16_job job = {.codes = (const int8_t *)w->host,
                   .scales = (const float *)scales->host,

@@ -40,7 +40,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-enum { kRowsPerTask = 64, kGroup = 128 };
+enum { kRowsPerTask = 64, kGroup = SPARK_MK_GROUP };
 
 /* One token reads each row once, from memory (microkernel_support.h): the
  * rows of w4a16 past its tiles kSparkPrefetchAvx512 ahead, the w8a8 and
@@ -741,7 +741,7 @@ int spark_vnni_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, float input_scale,
                            halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 1, 64, 4))
+  if (!spark_linear_fits(x, w, out, 1, SPARK_MK_VNNI_DEPTH, SPARK_MK_ROWS))
     return -1;
   int8_job job = {.w8 = (const int8_t *)w->host,
                   .scales = (const float *)scales->host,
@@ -758,7 +758,7 @@ int spark_vnni_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                            halide_buffer_t *scales, float input_scale,
                            halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_grouped_rows_fit(x, w, scales, NULL, out, kGroup, 4))
+  if (!spark_grouped_rows_fit(x, w, scales, NULL, out, kGroup, SPARK_MK_ROWS))
     return -1;
   int8_job job = {.w4 = (const uint8_t *)w->host,
                   .group_scales = (const uint16_t *)scales->host,

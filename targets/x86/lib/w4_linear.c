@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-enum { kRowsPerTask = 64, kGroup = 128 };
+enum { kRowsPerTask = 64, kGroup = SPARK_MK_GROUP };
 
 typedef struct w4_job {
   const uint8_t *w;       /* [N][w_stride], K/2 codes a row */
@@ -115,7 +115,7 @@ int spark_avx512_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
                               halide_buffer_t *scales, halide_buffer_t *zeros,
                               halide_buffer_t *out) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_grouped_rows_fit(x, w, scales, zeros, out, kGroup, 4))
+  if (!spark_grouped_rows_fit(x, w, scales, zeros, out, kGroup, SPARK_MK_ROWS))
     return -1;
   float *reordered, *sums;
   if (spark_prepare_inputs(x, kSparkF32Inputs, kGroup, &reordered, &sums) != 0)

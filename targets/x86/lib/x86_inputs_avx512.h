@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* The 4-bit scaling group these functions handle (K % 128 == 0). */
-#define SPARK_AVX512_GROUP 128
+/* The 4-bit scaling group these functions handle (K a multiple of it). */
+#define SPARK_AVX512_GROUP SPARK_MK_GROUP
 
 /* The same values as the scalar preparation in microkernel_support.h and
  * x86_inputs.h (max |x|, products rounded to nearest even, each group's

@@ -70,13 +70,14 @@ struct KernelSpec {
   int64_t lhsWidth = 0, rhsWidth = 0;
   bool lhsRows = true, rhsRows = true;
 
-  /// A Linear with int8 inputs (w8a8, w4a8) and int8 weights, or (fourBit)
-  /// symmetric 4-bit groups of 128: what the int8 dot-product microkernels
-  /// take.
+  /// A Linear with int8 inputs, one scale per token (w8a8, w4a8), and int8
+  /// weights, or (fourBit) symmetric 4-bit groups: what the int8
+  /// dot-product microkernels take (each target checks the group size and
+  /// the shape its own kernels take).
   bool isInt8Linear(bool fourBit) const {
     if (kind != KernelKind::Linear || inputBits != 8 || inputBlock)
       return false;
-    return fourBit ? group == 128 && symmetricGroups
+    return fourBit ? group && symmetricGroups
                    : weightType == DType::I8 && !group;
   }
 
