@@ -261,11 +261,11 @@ static int32_t verify_job_finish(verify_job *job) {
 }
 
 /* The index of the first tensor whose bytes fail their checksum, count when
- * none does, or -1 when out of memory; on up to `threads` threads (the
- * caller's included; 0: one per core). */
+ * none does, or -1 when out of memory; on one thread per core (the caller's
+ * included), whatever the kernels' thread count: a pass of tens of
+ * milliseconds that memory bounds, which every core shortens. */
 static int32_t first_bad_tensor(const unsigned char *base,
-                                const spark_pack_entry *table, int32_t count,
-                                int threads) {
+                                const spark_pack_entry *table, int32_t count) {
   verify_job *job = verify_job_create(base, table, count);
   if (!job)
     return -1;
@@ -273,10 +273,8 @@ static int32_t first_bad_tensor(const unsigned char *base,
   enum { kMaxThreads = 16 };
   pthread_t helpers[kMaxThreads];
   int started = 0;
-  if (threads <= 0) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    threads = cores > 0 ? (int)cores : 1;
-  }
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = cores > 0 ? (int)cores : 1;
   if (threads > kMaxThreads)
     threads = kMaxThreads;
   while (started < threads - 1 &&
@@ -286,7 +284,6 @@ static int32_t first_bad_tensor(const unsigned char *base,
   for (int i = 0; i < started; ++i)
     pthread_join(helpers[i], NULL);
 #else
-  (void)threads;
   verify_blocks(job);
 #endif
   return verify_job_finish(job);
@@ -571,8 +568,7 @@ spark_status spark_model_open(const spark_model_def *def, const char *pack_path,
       verify_in_background(model, table, pack_path) == 0) {
     /* the sessions' first step waits for the verdict */
   } else if (params->verify_checksums) {
-    int32_t bad =
-        first_bad_tensor(base, table, def->num_tensors, params->num_threads);
+    int32_t bad = first_bad_tensor(base, table, def->num_tensors);
     if (bad < 0)
       REJECT(SPARK_ERROR_OUT_OF_MEMORY, "%s: no memory to verify the checksums",
              pack_path);

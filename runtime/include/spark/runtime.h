@@ -53,8 +53,9 @@ typedef struct spark_session spark_session;
 /* When spark_model_open verifies the tensors' checksums. */
 enum {
   SPARK_VERIFY_NONE = 0,
-  /* Before spark_model_open returns: the whole pack is read once, on
-   * num_threads threads (one per core when it is 0). The default. */
+  /* Before spark_model_open returns: the whole pack is read once, on one
+   * thread per core whatever num_threads says (the pass is bound by memory
+   * and over in tens of milliseconds). The default. */
   SPARK_VERIFY_AT_OPEN = 1,
   /* On a thread of its own, started by spark_model_open, which returns once
    * the header and the tensor table are validated. The first step of any
