@@ -27,6 +27,8 @@ install(FILES runtime/lib/runtime.c runtime/lib/checksum_x86.h
         DESTINATION ${SPARK_INSTALL_DATADIR}/runtime/lib)
 install(FILES tools/spark-run/spark-run.c
         DESTINATION ${SPARK_INSTALL_DATADIR}/tools/spark-run)
+install(FILES tools/loader/options.h
+        DESTINATION ${SPARK_INSTALL_DATADIR}/tools/loader)
 foreach(dir common x86 arm64 hexagon)
   install(DIRECTORY targets/${dir}/lib DESTINATION ${SPARK_INSTALL_DATADIR}/targets/${dir}
           FILES_MATCHING PATTERN "*.c" PATTERN "*.h")

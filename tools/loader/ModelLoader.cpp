@@ -1,6 +1,7 @@
 //===- ModelLoader.cpp - load a host build in this process ---------------===//
 #include "ModelLoader.h"
 #include "model_dir.h"
+#include "options.h"
 
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -52,33 +53,21 @@ std::string writeFileAtomically(const std::string &path,
 
 Arguments::Arguments(int argc, char **argv,
                      const std::map<std::string, bool> &options) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0 || arg == "--") {
-      positionals.push_back(arg);
-      continue;
-    }
-    std::string name = arg.substr(2), value;
-    size_t eq = name.find('=');
-    bool inlineValue = eq != std::string::npos;
-    if (inlineValue) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    auto it = options.find(name);
-    if (it == options.end()) {
-      message = "unknown option --" + name;
-      return;
-    }
-    if (it->second && !inlineValue) {
-      if (i + 1 >= argc) {
-        message = "--" + name + " needs a value";
-        return;
-      }
-      value = argv[++i];
-    }
-    values[name] = value;
+  std::vector<spark_option> table;
+  for (const auto &[name, takesValue] : options)
+    table.push_back({name.c_str(), takesValue, nullptr});
+  std::vector<const char *> found(argc > 0 ? size_t(argc) : 1);
+  size_t count = 0;
+  char error[512];
+  if (spark_options_parse(argc, argv, table.data(), table.size(), found.data(),
+                          found.size(), &count, error, sizeof(error)) != 0) {
+    message = error;
+    return;
   }
+  positionals.assign(found.begin(), found.begin() + count);
+  for (const spark_option &option : table)
+    if (option.value)
+      values[option.name] = option.value;
 }
 
 std::string Arguments::get(const std::string &name,
@@ -89,24 +78,23 @@ std::string Arguments::get(const std::string &name,
 
 long long Arguments::getInt(const std::string &name, long long fallback) {
   auto it = values.find(name);
-  if (it == values.end())
-    return fallback;
-  char *end = nullptr;
-  errno = 0;
-  long long v = strtoll(it->second.c_str(), &end, 10);
-  if (it->second.empty() || *end || errno)
-    message = "--" + name + ": '" + it->second + "' is not an integer";
+  const spark_option option = {
+      name.c_str(), 1, it == values.end() ? nullptr : it->second.c_str()};
+  long long v;
+  char error[512];
+  if (spark_option_int(&option, fallback, &v, error, sizeof(error)) != 0)
+    message = error;
   return v;
 }
 
 double Arguments::getDouble(const std::string &name, double fallback) {
   auto it = values.find(name);
-  if (it == values.end())
-    return fallback;
-  char *end = nullptr;
-  double v = strtod(it->second.c_str(), &end);
-  if (it->second.empty() || *end)
-    message = "--" + name + ": '" + it->second + "' is not a number";
+  const spark_option option = {
+      name.c_str(), 1, it == values.end() ? nullptr : it->second.c_str()};
+  double v;
+  char error[512];
+  if (spark_option_double(&option, fallback, &v, error, sizeof(error)) != 0)
+    message = error;
   return v;
 }
 

@@ -48,8 +48,9 @@ struct ModelSession {
 std::string writeFileAtomically(const std::string &path,
                                 const std::string &text);
 
-/// Minimal command line: one positional argument and --name value /
-/// --name=value options; --flag alone for booleans.
+/// The command line of the tools that run a compiled model: positional
+/// arguments, --name value / --name=value options, --flag alone for
+/// booleans; the parser spark-run (C) uses too (options.h).
 class Arguments {
 public:
   /// `options` maps each accepted name to whether it takes a value.

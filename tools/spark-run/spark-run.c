@@ -24,6 +24,8 @@
 #endif
 #include "spark/runtime.h"
 
+#include "../loader/options.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -84,96 +86,65 @@ typedef struct options {
   int print_dispatch, no_verify, help, chat;
 } options;
 
-/* Parses --name value / --name=value; returns NULL or a message. */
+/* Parses the command line (options.h); returns NULL or a message. Flags
+ * seen before an error are set (--help is honoured). */
 static const char *parse(int argc, char **argv, options *o) {
   static char message[256];
-  for (int i = 1; i < argc; ++i) {
-    const char *arg = argv[i];
-    if (strncmp(arg, "--", 2) != 0) {
-      if (o->out) {
-        snprintf(message, sizeof(message), "unexpected argument '%s'", arg);
-        return message;
-      }
-      o->out = arg;
-      continue;
-    }
-    char name[64];
-    const char *value = strchr(arg, '=');
-    size_t length = value ? (size_t)(value - arg - 2) : strlen(arg + 2);
-    if (length >= sizeof(name))
-      length = sizeof(name) - 1;
-    memcpy(name, arg + 2, length);
-    name[length] = 0;
+  spark_option table[] = {
+      {"help", 0, NULL},        {"print-dispatch", 0, NULL},
+      {"no-verify", 0, NULL},   {"prompt-ids", 1, NULL},
+      {"logits-out", 1, NULL},  {"pack", 1, NULL},
+      {"temperature", 1, NULL}, {"top-p", 1, NULL},
+      {"n-predict", 1, NULL},   {"threads", 1, NULL},
+      {"chunk", 1, NULL},       {"top-k", 1, NULL},
+      {"seed", 1, NULL},        {"think-budget", 1, NULL},
 #ifdef SPARK_RUN_TEXT
-    if (!strcmp(name, "chat")) {
-      o->chat = 1;
-      continue;
-    }
+      {"chat", 0, NULL},        {"prompt", 1, NULL},
+      {"system", 1, NULL},      {"tools", 1, NULL},
+      {"grammar", 1, NULL},     {"tokenizer", 1, NULL},
 #endif
-    if (!strcmp(name, "print-dispatch") || !strcmp(name, "no-verify") ||
-        !strcmp(name, "help")) {
-      *(!strcmp(name, "help")          ? &o->help
-        : !strcmp(name, "no-verify")   ? &o->no_verify
-                                        : &o->print_dispatch) = 1;
-      continue;
-    }
-    if (value)
-      ++value;
-    else if (i + 1 < argc)
-      value = argv[++i];
-    else {
-      snprintf(message, sizeof(message), "--%s needs a value", name);
-      return message;
-    }
-    char *end = NULL;
-    errno = 0;
-    if (!strcmp(name, "prompt-ids"))
-      o->prompt_ids = value;
-    else if (!strcmp(name, "logits-out"))
-      o->logits_out = value;
+  };
+  const size_t count = sizeof(table) / sizeof(table[0]);
+  size_t positionals = 0;
+  const int failed =
+      spark_options_parse(argc, argv, table, count, &o->out, 1, &positionals,
+                          message, sizeof(message));
+#define SPARK_RUN_OPTION(name) spark_option_find(table, count, name)
+  o->help = SPARK_RUN_OPTION("help")->value != NULL;
+  if (failed)
+    return message;
+  o->print_dispatch = SPARK_RUN_OPTION("print-dispatch")->value != NULL;
+  o->no_verify = SPARK_RUN_OPTION("no-verify")->value != NULL;
+  o->prompt_ids = SPARK_RUN_OPTION("prompt-ids")->value;
+  o->logits_out = SPARK_RUN_OPTION("logits-out")->value;
+  o->pack = SPARK_RUN_OPTION("pack")->value;
 #ifdef SPARK_RUN_TEXT
-    else if (!strcmp(name, "prompt"))
-      o->prompt = value;
-    else if (!strcmp(name, "system"))
-      o->system = value;
-    else if (!strcmp(name, "tools"))
-      o->tools = value;
-    else if (!strcmp(name, "grammar"))
-      o->grammar = value;
-    else if (!strcmp(name, "tokenizer"))
-      o->tokenizer = value;
+  o->chat = SPARK_RUN_OPTION("chat")->value != NULL;
+  o->prompt = SPARK_RUN_OPTION("prompt")->value;
+  o->system = SPARK_RUN_OPTION("system")->value;
+  o->tools = SPARK_RUN_OPTION("tools")->value;
+  o->grammar = SPARK_RUN_OPTION("grammar")->value;
+  o->tokenizer = SPARK_RUN_OPTION("tokenizer")->value;
 #endif
-    else if (!strcmp(name, "pack"))
-      o->pack = value;
-    else if (!strcmp(name, "temperature") || !strcmp(name, "top-p")) {
-      double v = strtod(value, &end);
-      if (!*value || *end) {
-        snprintf(message, sizeof(message), "--%s: '%s' is not a number", name,
-                 value);
-        return message;
-      }
-      *(!strcmp(name, "top-p") ? &o->top_p : &o->temperature) = v;
-    } else if (!strcmp(name, "n-predict") || !strcmp(name, "threads") ||
-               !strcmp(name, "chunk") || !strcmp(name, "top-k") ||
-               !strcmp(name, "seed") || !strcmp(name, "think-budget")) {
-      long long v = strtoll(value, &end, 10);
-      if (!*value || *end || errno) {
-        snprintf(message, sizeof(message), "--%s: '%s' is not an integer",
-                 name, value);
-        return message;
-      }
-      *(!strcmp(name, "n-predict") ? &o->n_predict
-        : !strcmp(name, "threads") ? &o->threads
-        : !strcmp(name, "chunk")   ? &o->chunk
-        : !strcmp(name, "top-k")   ? &o->top_k
-        : !strcmp(name, "think-budget") ? &o->think_budget
-                                   : &o->seed) = v;
-    } else {
-      snprintf(message, sizeof(message), "unknown option --%s", name);
-      return message;
-    }
-  }
-  return NULL;
+  const int bad =
+      spark_option_double(SPARK_RUN_OPTION("temperature"), o->temperature,
+                          &o->temperature, message, sizeof(message)) ||
+      spark_option_double(SPARK_RUN_OPTION("top-p"), o->top_p, &o->top_p,
+                          message, sizeof(message)) ||
+      spark_option_int(SPARK_RUN_OPTION("n-predict"), o->n_predict,
+                       &o->n_predict, message, sizeof(message)) ||
+      spark_option_int(SPARK_RUN_OPTION("threads"), o->threads, &o->threads,
+                       message, sizeof(message)) ||
+      spark_option_int(SPARK_RUN_OPTION("chunk"), o->chunk, &o->chunk, message,
+                       sizeof(message)) ||
+      spark_option_int(SPARK_RUN_OPTION("top-k"), o->top_k, &o->top_k, message,
+                       sizeof(message)) ||
+      spark_option_int(SPARK_RUN_OPTION("seed"), o->seed, &o->seed, message,
+                       sizeof(message)) ||
+      spark_option_int(SPARK_RUN_OPTION("think-budget"), o->think_budget,
+                       &o->think_budget, message, sizeof(message));
+#undef SPARK_RUN_OPTION
+  return bad ? message : NULL;
 }
 
 /* Writes rows x cols float32 as .npy through a temporary name. */
