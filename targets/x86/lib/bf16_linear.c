@@ -40,10 +40,9 @@ typedef struct bf16_job {
   int dot;   /* bf16 prefill: vdpbf16ps tiles (bf16_dot_tile) */
 } bf16_job;
 
-/* w8a16 decode's scaling group of int16 inputs (as avx2_linear.c's). */
-enum { kInputGroup = 128 };
-_Static_assert(kInputGroup == SPARK_AVX512_GROUP,
-               "w8a16's int16 inputs are prepared in groups of 128");
+/* w8a16 decode's scaling group of int16 inputs (as avx2_linear.c's): the
+ * groups x86_inputs_avx512.h prepares. */
+enum { kInputGroup = SPARK_AVX512_GROUP };
 
 /* 32 int8 codes as bf16 pairs (exact). */
 static inline __m512bh codes_to_bf16(const int8_t *codes) {
