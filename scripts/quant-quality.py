@@ -11,7 +11,8 @@ heldout-agent.ids) with the f32 build as reference, prints a Markdown table,
 writes DIR/quality.json, and with --update-docs replaces the table between the
 markers in docs/quantization.md. Takes about 20 minutes on 2 cores for
 spark-nano. Calibration (for static activations and importance-weighted
-4-bit search) uses the checkpoint's calib.ids, drawn from training data.
+4-bit search) uses the checkpoint's calib.ids, drawn from training data; the
+GPTQ rows also calib-32k.ids (more tokens, from the same training data).
 """
 
 import argparse
@@ -45,7 +46,15 @@ CONFIGS = [
      "recipe"),
     ("w4a16 g128 +imp, head int8", ["--quant=w4a16", "CALIB",
                                     "--quant-override=model.embedding.weight=int8"], None, "recipe"),
+    ("w4a16 g128 gptq", ["--quant=w4a16", "CALIB", "--gptq"], None, "GPTQ on calib.ids"),
+    ("w4a16 g128 gptq 32k", ["--quant=w4a16", "CALIB32K", "--gptq"], None, "GPTQ on calib-32k.ids"),
+    ("w4a16 g64 gptq 32k", ["--quant=w4a16", "--group-size=64", "CALIB32K", "--gptq"], None,
+     "GPTQ on calib-32k.ids"),
+    ("w4a16 g128 gptq 32k, head int8", ["--quant=w4a16", "CALIB32K", "--gptq",
+                                        "--quant-override=model.embedding.weight=int8"], None,
+     "GPTQ, recipe"),
     ("w4a8 g128 +imp", ["--quant=w4a8", "CALIB"], None, "int8 per token"),
+    ("w4a8 g128 gptq 32k", ["--quant=w4a8", "CALIB32K", "--gptq"], None, "GPTQ, int8 per token"),
     ("w4a8 g64 +imp", ["--quant=w4a8", "--group-size=64", "CALIB"], None, "int8 per token"),
     ("w4a8 g64 +imp, bf16 caches", ["--quant=w4a8", "--group-size=64", "CALIB", "--kv-cache=bf16"],
      None, "int8 per token, caches bf16"),
@@ -85,7 +94,8 @@ def main():
             sys.exit(f"quant-quality: {tool} missing; build first (scripts/build.sh)")
     data = {k: os.path.join(args.ckpt, f"heldout-{k}.ids") for k in ("text", "agent")}
     calib = os.path.join(args.ckpt, "calib.ids")
-    for path in list(data.values()) + [calib]:
+    calib32k = os.path.join(args.ckpt, "calib-32k.ids")
+    for path in list(data.values()) + [calib, calib32k]:
         if not os.path.isfile(path):
             sys.exit(f"quant-quality: {path} missing; expected a checkpoint with held-out and calibration ids")
     os.makedirs(args.work, exist_ok=True)
@@ -94,7 +104,8 @@ def main():
         out = os.path.join(args.work, name.replace(" ", "_").replace(",", "").replace("+", "").replace("(", "").replace(")", ""))
         if os.path.exists(out):
             shutil.rmtree(out)
-        flags = [f if f != "CALIB" else f"--calib={calib}" for f in flags]
+        where = {"CALIB": f"--calib={calib}", "CALIB32K": f"--calib={calib32k}"}
+        flags = [where.get(f, f) for f in flags]
         t = time.time()
         run([compile_tool, ckpt, "-o", out, "--quiet"] + flags)
         log(f"{name}: compiled in {time.time() - t:.0f} s")

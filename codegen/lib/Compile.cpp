@@ -194,6 +194,8 @@ BuildOptions spark::buildOptions(const Build &build) {
   options.calibrated = build.calibration != nullptr;
   if (build.calibration && build.weightImportance)
     options.importance = build.calibration->importance;
+  if (build.calibration && build.gptq)
+    options.secondMoments = &build.calibration->secondMoments;
   return options;
 }
 

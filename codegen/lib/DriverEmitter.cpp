@@ -601,6 +601,14 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
       {"group_size", hasFourBitWeights(plan.options.quant)
                          ? json::Value(plan.options.groupSize)
                          : json::Value(nullptr)},
+      // How the 4-bit codes were chosen: GPTQ (--gptq), or each group's
+      // grid search, weighted by calibrated input importance or not.
+      {"four_bit_rounding", !hasFourBitWeights(plan.options.quant)
+                                ? json::Value(nullptr)
+                            : plan.options.secondMoments ? json::Value("gptq")
+                            : !plan.options.importance.empty()
+                                ? json::Value("importance-weighted search")
+                                : json::Value("search")},
       {"quant_recipe", json::Array(plan.options.quantRecipe)},
       {"matrices", matrixPrecisions(plan)},
       {"max_context", plan.options.maxContext},

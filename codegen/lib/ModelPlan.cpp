@@ -112,6 +112,12 @@ void PackTensor::readElements(int64_t first, int64_t count, float *out) const {
 }
 
 void PackTensor::readCodeBytes(int64_t first, int64_t count, float *out) const {
+  if (!this->codes.empty()) { // chosen by GPTQ
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = float(this->codes[size_t(2 * (first + i))]) +
+               16.0f * float(this->codes[size_t(2 * (first + i) + 1)]);
+    return;
+  }
   // Bytes of two 4-bit codes: the values of the 2 * count codes, then each
   // group's 1 / scale once, as quantizeInt4 computes it.
   std::vector<float> codes(2 * count);
@@ -331,9 +337,35 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
     if (auto it = options.importance.find(symbol.getValue().str());
         it != options.importance.end() && int64_t(it->second.size()) == cols)
       importance = &it->second;
+    // --gptq: the whole matrix rounded at once against its input's second
+    // moment.
+    const std::vector<float> *moment = nullptr;
+    if (options.secondMoments)
+      if (auto it = options.secondMoments->find(symbol.getValue().str());
+          it != options.secondMoments->end() &&
+          int64_t(it->second.size()) == cols * cols)
+        moment = &it->second;
+    if (moment) {
+      std::vector<float> values(size_t(rows * cols));
+      tensor.readValues(0, rows * cols, values.data());
+      tensor.releaseValues(0, rows * cols);
+      std::vector<Int4Group> grids(size_t(rows * groups));
+      tensor.codes.resize(size_t(rows * cols));
+      if (!gptqInt4(values.data(), rows, cols, group, symmetric, moment->data(),
+                    grids.data(), tensor.codes.data())) {
+        err = error(op, "--gptq: the calibrated second moment of " +
+                            symbol.getValue() +
+                            "'s input is not positive definite");
+        return -1;
+      }
+      for (size_t i = 0; i < grids.size(); ++i) {
+        tensor.groupScales[i] = grids[i].scale;
+        tensor.groupZeros[i] = grids[i].zero;
+      }
+    }
     // Blocks of 1024 rows, their rows searched in parallel; each block's
     // checkpoint pages are released after it (bounded RSS while streaming).
-    for (int64_t block = 0; block < rows; block += 1024) {
+    for (int64_t block = 0; block < rows && !moment; block += 1024) {
       const int64_t end = std::min<int64_t>(rows, block + 1024);
       llvm::parallelFor(block, end, [&](size_t r) {
         std::vector<float> row(cols);

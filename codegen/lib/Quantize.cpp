@@ -3,6 +3,7 @@
 #include "spark/Import/FloatFormats.h"
 
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -380,6 +381,150 @@ Int4Group searchSymmetricInt4Group(llvm::function_ref<float(int64_t)> value,
   for (int64_t i = 0; i < n; ++i)
     values[i] = value(i);
   return searchSymmetricInt4Group(values.data(), n, importance);
+}
+
+bool choleskyInPlace(double *a, int64_t n) {
+  // Right-looking and blocked: a block of columns is factored, then the
+  // rows below it are updated with it in one pass over the trailing
+  // triangle (chunks of columns in parallel, the block's panel held
+  // transposed so that the innermost loop runs along a row).
+  constexpr int64_t kBlock = 96, kChunk = 256;
+  auto solveRow = [&](int64_t i, int64_t first, int64_t last) {
+    double *ri = a + i * n;
+    for (int64_t j = first; j < std::min(last, i); ++j) {
+      const double *rj = a + j * n;
+      double v = ri[j];
+      for (int64_t k = first; k < j; ++k)
+        v -= ri[k] * rj[k];
+      ri[j] = v / rj[j];
+    }
+  };
+  std::vector<double> panel;
+  for (int64_t first = 0; first < n; first += kBlock) {
+    const int64_t last = std::min(first + kBlock, n), width = last - first;
+    for (int64_t j = first; j < last; ++j) {
+      solveRow(j, first, j);
+      double *rj = a + j * n;
+      double d = rj[j];
+      for (int64_t k = first; k < j; ++k)
+        d -= rj[k] * rj[k];
+      if (!(d > 0.0))
+        return false;
+      rj[j] = std::sqrt(d);
+    }
+    if (last == n)
+      break;
+    llvm::parallelFor(size_t(last), size_t(n),
+                      [&](size_t i) { solveRow(int64_t(i), first, last); });
+    panel.assign(size_t(width * n), 0.0);
+    for (int64_t k = last; k < n; ++k)
+      for (int64_t j = 0; j < width; ++j)
+        panel[size_t(j * n + k)] = a[k * n + first + j];
+    const int64_t chunks = (n - last + kChunk - 1) / kChunk;
+    llvm::parallelFor(0, size_t(chunks), [&](size_t c) {
+      const int64_t begin = last + int64_t(c) * kChunk,
+                    end = std::min(begin + kChunk, n);
+      for (int64_t i = begin; i < n; ++i) {
+        double *ri = a + i * n;
+        const int64_t stop = std::min(end, i + 1);
+        for (int64_t j = 0; j < width; ++j) {
+          const double coefficient = ri[first + j];
+          const double *pj = &panel[size_t(j * n)];
+          for (int64_t k = begin; k < stop; ++k)
+            ri[k] -= coefficient * pj[k];
+        }
+      }
+    });
+  }
+  return true;
+}
+
+bool gptqInt4(const float *w, int64_t rows, int64_t cols, int64_t group,
+              bool symmetric, const float *moment, Int4Group *grids,
+              uint8_t *codes, double damp) {
+  // The damped moment, its columns in reverse order; a column no input
+  // reached gets a diagonal of 1 and its weights are taken as 0 (no input
+  // ever multiplies them).
+  std::vector<double> h(size_t(cols * cols));
+  std::vector<bool> dead(size_t(cols), false);
+  double meanDiagonal = 0.0;
+  for (int64_t i = 0; i < cols; ++i) {
+    const float d = moment[i * cols + i];
+    dead[size_t(i)] = !(d > 0.0f);
+    meanDiagonal += (dead[size_t(i)] ? 1.0 : double(d)) / double(cols);
+  }
+  for (int64_t i = 0; i < cols; ++i) // the lower triangle of the reversal
+    for (int64_t j = i; j < cols; ++j)
+      h[size_t((cols - 1 - i) * cols + cols - 1 - j)] =
+          i == j ? (dead[size_t(i)] ? 1.0 : double(moment[i * cols + i])) +
+                       damp * meanDiagonal
+                 : double(moment[std::min(i, j) * cols + std::max(i, j)]);
+  if (!choleskyInPlace(h.data(), cols))
+    return false;
+  // The reversed factor is upper triangular: moment = R R^T, R[i][j] =
+  // L[cols-1-i][cols-1-j], so that (w - q)^T H (w - q) = |R^T (w - q)|^2
+  // and component j of R^T (w - q) involves columns 0..j only.
+  std::vector<float> r(size_t(cols * cols), 0.0f);
+  for (int64_t i = 0; i < cols; ++i)
+    for (int64_t j = i; j < cols; ++j)
+      r[size_t(i * cols + j)] =
+          float(h[size_t((cols - 1 - i) * cols + cols - 1 - j)]);
+  h.clear();
+  h.shrink_to_fit();
+  const int64_t groups = cols / group;
+  // GPTQ as the sequence of least-squares choices it is: once columns
+  // 0..j-1 are rounded (deviations d = w - q), the continuous best for the
+  // columns after them makes components j.. of R^T d zero, that is column
+  // j's value w[j] + acc[j] / R[j][j] with acc[j] = sum over k < j of
+  // R[k][j] d[k]; that value is rounded. Tiles of rows share each row of R.
+  constexpr int64_t kTile = 8;
+  llvm::parallelFor(0, size_t((rows + kTile - 1) / kTile), [&](size_t t) {
+    const int64_t first = int64_t(t) * kTile,
+                  count = std::min(kTile, rows - first);
+    std::vector<float> tile(w + first * cols, w + (first + count) * cols);
+    std::vector<float> acc(size_t(count * cols), 0.0f);
+    std::vector<float> values(static_cast<size_t>(group));
+    std::vector<float> groupAcc(static_cast<size_t>(group));
+    for (int64_t r0 = 0; r0 < count; ++r0)
+      for (int64_t c = 0; c < cols; ++c)
+        if (dead[size_t(c)])
+          tile[size_t(r0 * cols + c)] = 0.0f;
+    Int4Group current[kTile];
+    for (int64_t j = 0; j < cols; ++j) {
+      if (j % group == 0)
+        for (int64_t r0 = 0; r0 < count; ++r0) {
+          // The group's values as the columns before it leave them.
+          const float *row = &tile[size_t(r0 * cols + j)];
+          std::copy_n(&acc[size_t(r0 * cols + j)], group, groupAcc.begin());
+          for (int64_t m = 0; m < group; ++m) {
+            const float *rm = &r[size_t((j + m) * cols + j)];
+            values[size_t(m)] = row[m] + groupAcc[size_t(m)] / rm[m];
+            const float deviation = row[m] - values[size_t(m)];
+            for (int64_t k = m + 1; k < group; ++k)
+              groupAcc[size_t(k)] += deviation * rm[k];
+          }
+          Int4Group g = symmetric
+                            ? searchSymmetricInt4Group(values.data(), group)
+                            : searchInt4Group(values.data(), group);
+          g.scale = halfToFloat(floatToHalf(g.scale)); // as stored
+          current[r0] = g;
+          grids[(first + r0) * groups + j / group] = g;
+        }
+      const float *rj = &r[size_t(j * cols)];
+      for (int64_t r0 = 0; r0 < count; ++r0) {
+        const float value = tile[size_t(r0 * cols + j)];
+        float *rowAcc = &acc[size_t(r0 * cols)];
+        const Int4Group &g = current[r0];
+        const float code =
+            int4Code(value + rowAcc[j] / rj[j], 1.0f / g.scale, g.zero);
+        codes[(first + r0) * cols + j] = uint8_t(code);
+        const float deviation = value - (code - g.zero) * g.scale;
+        for (int64_t k = j + 1; k < cols; ++k)
+          rowAcc[k] += deviation * rj[k];
+      }
+    }
+  });
+  return true;
 }
 
 } // namespace spark

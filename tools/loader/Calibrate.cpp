@@ -21,6 +21,7 @@ struct InputHistogram {
   bool seen = false; // the probe saw this input at least once
   double largest = 0;
   std::vector<double> channelSquares; // per input channel, sum of x^2
+  std::vector<double> moment; // secondMoments: sum of x x^T, upper triangle
   long long rows = 0;
   std::vector<double> count, sum, sumSquares; // per bin, of |x|
   InputHistogram() : count(kBins), sum(kBins), sumSquares(kBins) {}
@@ -82,6 +83,8 @@ struct InputHistogram {
 
 struct RangeState {
   int32_t layers = 0;
+  bool secondMoments = false;
+  std::vector<double> row;            // one input row, widened
   std::vector<InputHistogram> inputs; // by probe id - layers
 };
 
@@ -104,6 +107,25 @@ void rangeProbe(void *user, int32_t id, int32_t rows, int32_t width,
       h.add(v);
       h.channelSquares[c] += double(v) * double(v);
     }
+  if (!state->secondMoments)
+    return;
+  const size_t n = size_t(width);
+  if (h.moment.size() != n * n)
+    h.moment.assign(n * n, 0.0);
+  std::vector<double> &x = state->row;
+  x.resize(n);
+  for (int32_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < n; ++c)
+      x[c] = double(data[size_t(r) * rowStride + c]);
+    for (size_t i = 0; i < n; ++i) {
+      const double xi = x[i];
+      if (xi == 0.0)
+        continue;
+      double *mi = &h.moment[i * n];
+      for (size_t j = i; j < n; ++j)
+        mi[j] += xi * x[j];
+    }
+  }
 }
 
 } // namespace
@@ -111,9 +133,11 @@ void rangeProbe(void *user, int32_t id, int32_t rows, int32_t width,
 std::string
 spark::measureProductInputs(ModelSession &run, const std::string &build,
                             const std::vector<std::vector<int32_t>> &sequences,
-                            std::vector<MeasuredInput> &inputs) {
+                            std::vector<MeasuredInput> &inputs,
+                            bool secondMoments) {
   RangeState state;
   state.layers = run.info.num_layers;
+  state.secondMoments = secondMoments;
   spark_model_set_layer_probe(run.loaded.model, rangeProbe, &state);
   const int32_t chunk = run.info.max_chunk;
   // Every row's logits, so that the head's input is seen at every position.
@@ -148,6 +172,14 @@ spark::measureProductInputs(ModelSession &run, const std::string &build,
     m.clip = h.bestClip();
     for (double squares : h.channelSquares)
       m.importance.push_back(h.rows ? squares / double(h.rows) : 0.0);
+    if (!h.moment.empty()) { // the mean, both triangles
+      const size_t n = h.channelSquares.size();
+      m.secondMoment.resize(n * n);
+      for (size_t i = 0; i < n; ++i)
+        for (size_t j = i; j < n; ++j)
+          m.secondMoment[i * n + j] = m.secondMoment[j * n + i] =
+              float(h.moment[i * n + j] / double(h.rows));
+    }
   }
   return "";
 }

@@ -4,8 +4,8 @@
 // --ranges-out writes: every calibration sequence runs through a build with
 // input probes, and each probed product input gets its largest |x|, the
 // clipping range with the least int8 quantization error over the values
-// seen, and each input channel's mean x^2 (its importance for the 4-bit
-// weight search).
+// seen, each input channel's mean x^2 (its importance for the 4-bit weight
+// search) and, for GPTQ, the mean of x x^T.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SPARK_TOOLS_CALIBRATE_H
@@ -25,16 +25,20 @@ struct MeasuredInput {
   double largest = 0; // the largest |x|
   double clip = 0;    // the clipping range with the least int8 error
   std::vector<double> importance; // each input channel's mean x^2
+  /// With secondMoments: the mean of x x^T over the rows seen (width x
+  /// width, row-major), for GPTQ.
+  std::vector<float> secondMoment;
 };
 
 /// Runs every sequence through `run` (a build with input probes) chunk by
 /// chunk, every row's logits computed, and measures each probed product
-/// input (`inputs`, by probe id - num_layers). Returns "" or a message
-/// naming `build`.
+/// input (`inputs`, by probe id - num_layers), with `secondMoments` its
+/// second moment too. Returns "" or a message naming `build`.
 std::string
 measureProductInputs(ModelSession &run, const std::string &build,
                      const std::vector<std::vector<int32_t>> &sequences,
-                     std::vector<MeasuredInput> &inputs);
+                     std::vector<MeasuredInput> &inputs,
+                     bool secondMoments = false);
 
 } // namespace spark
 

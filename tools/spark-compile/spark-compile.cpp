@@ -165,6 +165,15 @@ cl::opt<bool> weightImportance(
              "--weight-importance=false to turn it off)"),
     cl::init(true), cl::cat(category));
 
+cl::opt<bool> gptq(
+    "gptq",
+    cl::desc("With --calib: round the 4-bit weights by GPTQ, each column's "
+             "rounding error spread over the columns after it through the "
+             "inverse of the calibrated second moment of the product's input "
+             "(instead of each group's own best grid; memory and time grow "
+             "with the square and cube of each product's input width)"),
+    cl::init(false), cl::cat(category));
+
 cl::opt<std::string> quantRecipe(
     "quant-recipe",
     cl::desc("A precision recipe: one rule PATTERN = PRECISION per line "
@@ -321,6 +330,7 @@ spark::Build commandLineBuild(std::string reproduce) {
   build.fusion = !noFusion;
   build.decomposedImport = importForm == ImportForm::Decomposed;
   build.weightImportance = weightImportance;
+  build.gptq = gptq;
   build.options.quiet = quiet;
   build.reproduce = std::move(reproduce);
   return build;
@@ -414,8 +424,8 @@ Expected<spark::Calibration> runCalibration(const spark::Checkpoint &checkpoint,
       !e.empty())
     return createStringError("calibration: " + e);
   std::vector<spark::MeasuredInput> measured;
-  if (std::string e =
-          spark::measureProductInputs(run, build, sequences, measured);
+  if (std::string e = spark::measureProductInputs(run, build, sequences,
+                                                  measured, like.gptq);
       !e.empty())
     return createStringError("calibration: " + e);
   if (!quiet) {
@@ -451,6 +461,8 @@ Expected<spark::Calibration> runCalibration(const spark::Checkpoint &checkpoint,
     std::vector<float> &values = calibration.importance[name->str()];
     values.assign(m.importance.begin(), m.importance.end());
     importance[*name] = json::Array(values);
+    if (like.gptq)
+      calibration.secondMoments[name->str()] = m.secondMoment;
   }
   SmallString<256> calibPath(calib);
   sys::fs::make_absolute(calibPath);
@@ -658,6 +670,13 @@ int main(int argc, char **argv) {
     if (!error.empty())
       return fail("--calib: " + error);
   }
+  if (gptq && calib.empty())
+    return fail("--gptq needs --calib FILE: GPTQ rounds against the second "
+                "moment of each product's input, measured on those tokens "
+                "(--calib-ranges does not hold them)");
+  if (gptq && !spark::hasFourBitWeights(scheme) && recipeRules.empty())
+    return fail("--gptq rounds 4-bit weights; expected --quant=w4a16 or w4a8 "
+                "(or a --quant-recipe / --quant-override giving int4)");
   if (!calib.empty() && !calibRanges.empty())
     return fail("--calib and --calib-ranges both give the ranges; expected "
                 "one of them");

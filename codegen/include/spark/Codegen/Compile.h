@@ -35,6 +35,10 @@ struct Calibration {
   llvm::StringMap<float> ranges;
   /// Each product input channel's mean x^2 (weights the 4-bit group search).
   std::map<std::string, std::vector<float>> importance;
+  /// With --gptq: each product input's second moment E[x x^T] (K x K,
+  /// row-major), from which GPTQ rounds the 4-bit weights; measured by
+  /// --calib only (calibration.json does not hold them).
+  std::map<std::string, std::vector<float>> secondMoments;
   /// OUT/calibration.json as written.
   std::string json;
 };
@@ -52,6 +56,7 @@ struct Build {
   bool fusion = true;            // the fusion passes (--no-fusion: false)
   bool decomposedImport = false; // --import-form=decomposed
   bool weightImportance = true;  // with a calibration: weight the 4-bit search
+  bool gptq = false; // with a calibration's second moments: GPTQ rounding
   const Calibration *calibration = nullptr;
   /// The command line recorded in the manifest as reproducing the build.
   std::string reproduce;

@@ -41,6 +41,10 @@ struct BuildOptions {
   /// Calibrated importance of each product's input channels (mean x^2), by
   /// the weight it reads: weights the 4-bit group search (--calib).
   std::map<std::string, std::vector<float>> importance;
+  /// --gptq: the calibrated second moment E[x x^T] of each product's input
+  /// (K x K, row-major), by the weight it reads: 4-bit weights with one are
+  /// rounded by GPTQ (gptqInt4). Owned by the build's Calibration.
+  const std::map<std::string, std::vector<float>> *secondMoments = nullptr;
   bool executable = false;             // --emit=exe: also a static spark-run
   /// --activations: int8 input scales (dynamic, static) or 16-bit inputs.
   Activations activations = Activations::Dynamic;
@@ -81,6 +85,9 @@ struct PackTensor {
   /// zero point ([N][K / group]); readElements() gives the packed bytes.
   int64_t codeCols = 0, group = 0;
   std::vector<float> groupScales, groupZeros;
+  /// Or each weight's 4-bit code, one a byte ([N][K]), where GPTQ chose them
+  /// (they are not the nearest codes of the weights).
+  std::vector<uint8_t> codes;
   /// Symmetric 4-bit codes (w4a8): every zero point is 8, none is stored.
   bool symmetricGroups = false;
   /// 4-bit grouped rows (layout SPARK_LAYOUT_GROUPED_ROWS, shape [N,

@@ -42,6 +42,28 @@ Int4Group searchSymmetricInt4Group(llvm::function_ref<float(int64_t)> value,
                                    int64_t n,
                                    const float *importance = nullptr);
 int quantizeInt4(float value, const Int4Group &g);
+
+/// GPTQ (Frantar et al., 2022) for the rows x cols matrix `w` (row-major)
+/// in 4-bit groups of `group` along each row: the columns are rounded in
+/// order, and each column's rounding error is spread over the columns not
+/// yet rounded through `moment`, the cols x cols second
+/// moment E[x x^T] of the product's calibrated inputs (row-major), damped
+/// by `damp` times its mean diagonal; a column no input ever reached
+/// (its diagonal 0) is rounded as 0. Each group's grid is the search above
+/// (asymmetric, or symmetric with zero point 8) over the group's values as
+/// the errors before it left them, its scale an f16 value. Writes the
+/// grids ([rows][cols / group]) and each weight's code (0..15, one a byte,
+/// [rows][cols]). False (nothing written) when the damped moment is not
+/// positive definite.
+bool gptqInt4(const float *w, int64_t rows, int64_t cols, int64_t group,
+              bool symmetric, const float *moment, Int4Group *grids,
+              uint8_t *codes, double damp = 0.01);
+
+/// The Cholesky factor L (lower triangular, L L^T = a) of the symmetric
+/// positive definite n x n matrix `a` (row-major; its lower triangle is
+/// read), written in place over that lower triangle (blocked, on all
+/// threads). False when `a` is not positive definite.
+bool choleskyInPlace(double *a, int64_t n);
 /// Whether the two searches run their eight-lane AVX2 loops (set where the
 /// CPU has AVX2; they give the same grids, bit for bit, as the four-lane
 /// loops). Tests clear it to compare the two.
