@@ -1,12 +1,15 @@
 //===- DriverEmitter.cpp - generate the step driver, header, manifest -----===//
 //
-// The driver is C: the kernel tables of the target's ISA variants and the
-// variants' CPU checks (the choice among them is driver_support.h's), the
-// step function (the plan's step lowered to EmitC by
-// spark-lower-step-to-emitc and printed by MLIR's C emitter: one call per
-// kernel in the order of the step, with the buffer views, cache slots and
-// arena offsets the plan fixed at compile time), and the model's tables.
-// The fixed helpers are targets/common/lib/driver_support.h.
+// The driver is C printed by MLIR's C emitter from EmitC, in three parts:
+// the kernels' declarations, the microkernel wrappers and one dispatch
+// function per kernel of the plan (the function each ISA variant calls for
+// it; the choice among the variants is driver_support.h's); the step
+// function (the plan's step lowered to EmitC by spark-lower-step-to-emitc:
+// one call per kernel in the order of the step, with the buffer views,
+// cache slots and arena offsets the plan fixed at compile time); and the
+// variants, the model's tables and its spark_model_def, filled field by
+// field by spark_define_model() on the entry point's first call. The fixed
+// helpers are targets/common/lib/driver_support.h.
 //
 //===----------------------------------------------------------------------===//
 #include "spark/Codegen/Emit.h"
@@ -25,6 +28,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -85,17 +89,47 @@ std::string callKind(kernel::KernelOp callee, kernel::CallOp call) {
   return kernel::stringifyKind(spec.getKind()).str();
 }
 
-/// The declarations of the compiled kernels and the microkernels, and the
-/// wrappers of microkernels that take the layer's constants (one per kernel,
-/// with the kernel's interface), as EmitC functions printed by MLIR's C
-/// emitter.
-class KernelDeclarations {
+/// A C string literal of `text` (quotes and backslashes escaped, other
+/// bytes outside printable ASCII as octal escapes), for emitc.literal.
+std::string cString(StringRef text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+    } else {
+      char escape[5];
+      snprintf(escape, sizeof(escape), "\\%03o", unsigned(c));
+      out += escape;
+    }
+  }
+  return out + "\"";
+}
+
+/// One part of the driver as EmitC ops in a module of its own, printed by
+/// MLIR's C emitter: the includes, the declarations of the compiled kernels
+/// and the microkernels, the wrappers of microkernels that take the layer's
+/// constants (one per kernel, with the kernel's interface), the dispatch
+/// function of each kernel, and the tables and definition of the model.
+class DriverUnit {
 public:
-  explicit KernelDeclarations(mlir::MLIRContext *context)
+  explicit DriverUnit(mlir::MLIRContext *context)
       : context(context), b(context),
         module(mlir::ModuleOp::create(mlir::UnknownLoc::get(context))) {
     context->loadDialect<mlir::emitc::EmitCDialect>();
     b.setInsertionPointToEnd(module->getBody());
+  }
+
+  void comment(StringRef text) {
+    mlir::emitc::VerbatimOp::create(b, b.getUnknownLoc(),
+                                    b.getStringAttr("/* " + text + " */"));
+  }
+  void include(StringRef header) {
+    mlir::emitc::IncludeOp::create(b, b.getUnknownLoc(), header);
+  }
+  void blankLine() {
+    mlir::emitc::VerbatimOp::create(b, b.getUnknownLoc(), b.getStringAttr(""));
   }
 
   /// The C argument types of a kernel, from one call of it: a Halide
@@ -118,7 +152,7 @@ public:
   /// `call` is one call of the kernel (its argument types).
   Error wrap(const Microkernel &m, const std::string &name,
              const KernelSpec &spec, kernel::CallOp call) {
-    if (wrapped.count(name))
+    if (defined.count(name))
       return Error::success();
     mlir::Location loc = b.getUnknownLoc();
     mlir::Type i32 = b.getI32Type();
@@ -151,9 +185,7 @@ public:
     Expected<mlir::emitc::FuncOp> callee = declaration(m.symbol, types);
     if (!callee)
       return callee.takeError();
-    auto wrapper = mlir::emitc::FuncOp::create(
-        b, loc, name, b.getFunctionType(kernelTypes, {i32}));
-    wrapper.setSpecifiersAttr(b.getStrArrayAttr({"static"}));
+    mlir::emitc::FuncOp wrapper = function(name, kernelTypes, i32);
     mlir::Block *entry = wrapper.addEntryBlock();
     mlir::OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToEnd(entry);
@@ -164,42 +196,207 @@ public:
         operands.push_back(entry->getArgument(arg.operand));
         break;
       case MicrokernelArg::Kind::NullBuffer:
-        operands.push_back(mlir::emitc::LiteralOp::create(
-            b, loc, type, b.getStringAttr("NULL")));
+        operands.push_back(literal(type, "NULL"));
         break;
       case MicrokernelArg::Kind::Float:
         operands.push_back(mlir::emitc::ConstantOp::create(
             b, loc, type, b.getF32FloatAttr(float(arg.value))));
         break;
       case MicrokernelArg::Kind::Int:
-        operands.push_back(mlir::emitc::LiteralOp::create(
-            b, loc, type, b.getStringAttr(std::to_string(int64_t(arg.value)))));
+        operands.push_back(literal(type, std::to_string(int64_t(arg.value))));
         break;
       }
     }
     auto result =
         mlir::emitc::CallOp::create(b, loc, *callee, operands).getResult(0);
     mlir::emitc::ReturnOp::create(b, loc, result);
-    wrapped.insert(name);
     return Error::success();
   }
 
-  /// The declarations and wrappers, in the order made, as C.
+  /// Defines the dispatch function of the plan's kernel `index`
+  /// (kernelDispatchName): `variant` position i calls symbols[i], declared
+  /// or defined above with the kernel's argument types `types`; -1 for a
+  /// position no variant has.
+  Error dispatch(int64_t index, ArrayRef<mlir::Type> types,
+                 ArrayRef<std::string> symbols) {
+    mlir::Location loc = b.getUnknownLoc();
+    mlir::Type i32 = b.getI32Type();
+    SmallVector<mlir::Type> argTypes{i32};
+    argTypes.append(types.begin(), types.end());
+    mlir::emitc::FuncOp func =
+        function(kernelDispatchName(index), argTypes, i32);
+    mlir::Block *entry = func.addEntryBlock();
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(entry);
+    SmallVector<mlir::Value> operands(entry->getArguments().drop_front());
+    mlir::Value variant = entry->getArgument(0);
+    // The variants that call each function, in order of first use.
+    SmallVector<std::pair<std::string, SmallVector<int64_t>>> callers;
+    for (auto [position, symbol] : llvm::enumerate(symbols)) {
+      auto *it = llvm::find_if(
+          callers, [&](const auto &c) { return c.first == symbol; });
+      if (it == callers.end())
+        callers.push_back({symbol, {}}), it = callers.end() - 1;
+      it->second.push_back(int64_t(position));
+    }
+    auto callOf = [&](const std::string &symbol) -> Expected<mlir::Value> {
+      auto callee = module->lookupSymbol<mlir::emitc::FuncOp>(symbol);
+      if (!callee)
+        return createStringError(inconvertibleErrorCode(),
+                                 "the driver calls %s, which it does not "
+                                 "declare",
+                                 symbol.c_str());
+      if (callee.getFunctionType().getInputs() != types)
+        return createStringError(
+            inconvertibleErrorCode(),
+            "%s does not take the arguments of kernel %lld", symbol.c_str(),
+            (long long)index);
+      return mlir::emitc::CallOp::create(b, loc, callee, operands).getResult(0);
+    };
+    if (callers.size() == 1) { // every variant calls one function
+      Expected<mlir::Value> result = callOf(callers.front().first);
+      if (!result)
+        return result.takeError();
+      mlir::emitc::ReturnOp::create(b, loc, *result);
+      return Error::success();
+    }
+    // rc = -1; if (variant == i || ...) rc = f(...); else if ...; return rc.
+    mlir::Value rc = mlir::emitc::VariableOp::create(
+        b, loc, mlir::emitc::LValueType::get(i32), b.getI32IntegerAttr(-1));
+    for (const auto &[symbol, positions] : callers) {
+      mlir::Value cond;
+      for (int64_t position : positions) {
+        mlir::Value is = mlir::emitc::CmpOp::create(
+            b, loc, b.getI1Type(), mlir::emitc::CmpPredicate::eq, variant,
+            literal(i32, std::to_string(position)));
+        cond = cond ? mlir::Value(mlir::emitc::LogicalOrOp::create(
+                          b, loc, b.getI1Type(), cond, is))
+                    : is;
+      }
+      auto ifOp = mlir::emitc::IfOp::create(b, loc, cond, false, false);
+      b.setInsertionPointToEnd(b.createBlock(&ifOp.getThenRegion()));
+      Expected<mlir::Value> result = callOf(symbol);
+      if (!result)
+        return result.takeError();
+      mlir::emitc::AssignOp::create(b, loc, rc, *result);
+      mlir::emitc::YieldOp::create(b, loc);
+      b.setInsertionPointAfter(ifOp);
+    }
+    mlir::emitc::ReturnOp::create(b, loc,
+                                  mlir::emitc::LoadOp::create(b, loc, i32, rc));
+    return Error::success();
+  }
+
+  /// `static TYPE name[count];`, zero until the definition function fills
+  /// it.
+  void table(StringRef name, StringRef type, size_t count) {
+    global(name, mlir::emitc::ArrayType::get({int64_t(count)}, opaque(type)));
+  }
+  /// `static TYPE name;`, zero until filled.
+  void global(StringRef name, mlir::Type type) {
+    mlir::emitc::GlobalOp::create(b, b.getUnknownLoc(), name, type,
+                                  /*initialValue=*/nullptr,
+                                  /*externSpecifier=*/false,
+                                  /*staticSpecifier=*/true,
+                                  /*constSpecifier=*/false);
+  }
+
+  /// A function `name(types...) -> result` (static unless `exported`),
+  /// added at the end of the unit.
+  mlir::emitc::FuncOp function(StringRef name, ArrayRef<mlir::Type> types,
+                               mlir::Type result, bool exported = false) {
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(module->getBody());
+    auto func = mlir::emitc::FuncOp::create(
+        b, b.getUnknownLoc(), name,
+        b.getFunctionType(types, result ? mlir::TypeRange(result)
+                                        : mlir::TypeRange()));
+    if (!exported)
+      func.setSpecifiersAttr(b.getStrArrayAttr({"static"}));
+    defined.insert(name.str());
+    return func;
+  }
+
+  /// The statements of a function body: `lhs.member = value;` and calls.
+  class Body {
+  public:
+    Body(DriverUnit &unit, mlir::emitc::FuncOp func)
+        : unit(unit), guard(unit.b) {
+      unit.b.setInsertionPointToEnd(func.addEntryBlock());
+    }
+    /// The lvalue of the global `name` (an array or a struct).
+    mlir::Value global(StringRef name, mlir::Type type) {
+      return mlir::emitc::GetGlobalOp::create(unit.b, unit.b.getUnknownLoc(),
+                                              type, name);
+    }
+    /// `array[index]`, an element of a table.
+    mlir::Value element(mlir::Value array, size_t index) {
+      return mlir::emitc::SubscriptOp::create(
+          unit.b, unit.b.getUnknownLoc(),
+          cast<mlir::TypedValue<mlir::emitc::ArrayType>>(array),
+          mlir::ValueRange{
+              unit.literal(unit.b.getI32Type(), std::to_string(index))});
+    }
+    /// `record.member = text;`, text a C expression of a constant, an
+    /// enumerator or a function.
+    void set(mlir::Value record, StringRef member, StringRef text) {
+      mlir::Type type = unit.opaque("spark_field"); // not printed
+      mlir::Value field = mlir::emitc::MemberOp::create(
+          unit.b, unit.b.getUnknownLoc(), mlir::emitc::LValueType::get(type),
+          member, record);
+      mlir::emitc::AssignOp::create(unit.b, unit.b.getUnknownLoc(), field,
+                                    unit.literal(type, text));
+    }
+    void set(mlir::Value record, StringRef member, int64_t value) {
+      set(record, member, std::to_string(value));
+    }
+    void setString(mlir::Value record, StringRef member, StringRef text) {
+      set(record, member, cString(text));
+    }
+    void call(StringRef callee, ArrayRef<std::string> arguments) {
+      SmallVector<mlir::Value> operands;
+      for (const std::string &argument : arguments)
+        operands.push_back(unit.literal(unit.opaque("argument"), argument));
+      mlir::emitc::CallOpaqueOp::create(unit.b, unit.b.getUnknownLoc(),
+                                        mlir::TypeRange(), callee, operands);
+    }
+    void ret(mlir::Value value = nullptr) {
+      mlir::emitc::ReturnOp::create(unit.b, unit.b.getUnknownLoc(), value);
+    }
+    mlir::OpBuilder &builder() { return unit.b; }
+
+  private:
+    DriverUnit &unit;
+    mlir::OpBuilder::InsertionGuard guard;
+  };
+
+  /// The unit, verified, its functions' C expressions formed (EmitC's
+  /// form-expressions), in the order made, as C.
   Error print(raw_ostream &os) {
-    if (mlir::failed(mlir::verify(*module)))
+    mlir::PassManager pm(context);
+    pm.addNestedPass<mlir::emitc::FuncOp>(
+        mlir::emitc::createFormExpressionsPass());
+    if (mlir::failed(mlir::verify(*module)) || mlir::failed(pm.run(*module)))
       return createStringError(inconvertibleErrorCode(),
-                               "the microkernel wrappers do not verify");
+                               "the generated driver does not verify");
     for (mlir::Operation &op : module->getBody()->getOperations())
       if (mlir::failed(mlir::emitc::translateToCpp(&op, os)))
         return createStringError(inconvertibleErrorCode(),
-                                 "printing the microkernel wrappers failed");
+                                 "printing the generated driver failed");
     return Error::success();
+  }
+
+  mlir::Type opaque(StringRef text) {
+    return mlir::emitc::OpaqueType::get(context, text);
+  }
+  mlir::Value literal(mlir::Type type, StringRef text) {
+    return mlir::emitc::LiteralOp::create(b, b.getUnknownLoc(), type,
+                                          b.getStringAttr(text));
   }
 
 private:
   mlir::Type buffer() {
-    return mlir::emitc::PointerType::get(
-        mlir::emitc::OpaqueType::get(context, "halide_buffer_t"));
+    return mlir::emitc::PointerType::get(opaque("halide_buffer_t"));
   }
 
   /// The declaration of `symbol`, made on first use; an error when it was
@@ -227,7 +424,7 @@ private:
   mlir::OpBuilder b;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::map<std::string, mlir::emitc::FuncOp> declared;
-  std::set<std::string> wrapped;
+  std::set<std::string> defined;
 };
 
 class DriverWriter {
@@ -239,14 +436,17 @@ public:
     const kernel::PlanSymbols symbols(planOp);
     const llvm::StringMap<int> &kernelIndex = symbols.kernelIndex;
     const std::vector<TargetVariant> &variants = target.variants;
-    const std::string env =
-        "SPARK_" + StringRef(target.family).upper() + "_VARIANT";
-    os << "/* Generated by spark-compile; do not edit. Step driver for a "
-       << plan.config.numLayers << "-layer Spark-X2.5 model, target "
-       << stringifyTargetKind(plan.options.target) << ". */\n";
-    os << "#include \"driver_support.h\"\n#include \"" << target.dispatchHeader
-       << "\"\n\n";
-    // Kernel prototypes and one table per ISA variant.
+    mlir::MLIRContext *context = planOp.getContext();
+    DriverUnit head(context);
+    head.comment(("Generated by spark-compile; do not edit. Step driver for "
+                  "a " +
+                  Twine(plan.config.numLayers) +
+                  "-layer Spark-X2.5 model, target " +
+                  stringifyTargetKind(plan.options.target) + ".")
+                     .str());
+    head.include("driver_support.h");
+    head.include(target.dispatchHeader);
+    head.blankLine();
     std::vector<kernel::CallOp> calls(plan.kernels.size()); // one of each
     planOp.walk([&](kernel::CallOp call) {
       calls[kernelIndex.lookup(call.getKernel())] = call;
@@ -255,15 +455,13 @@ public:
     });
     // The compiled kernels and the microkernels, declared; a microkernel
     // takes the arguments of the kernels it stands for, and one taking the
-    // layer's constants is called through a wrapper per kernel (EmitC
-    // functions, printed as C).
-    KernelDeclarations declarations(planOp.getContext());
+    // layer's constants is called through a wrapper per kernel.
     for (const TargetVariant &variant : variants)
       for (size_t i = 0; i < plan.kernels.size(); ++i)
         if (target.compilesKernel(variant, plan.kernels[i]))
-          if (Error e = declarations.declare(
-                  kernelSymbol(plan.kernels[i], variant.name),
-                  declarations.argumentTypes(calls[i])))
+          if (Error e =
+                  head.declare(kernelSymbol(plan.kernels[i], variant.name),
+                               head.argumentTypes(calls[i])))
             return e;
     for (const TargetVariant &variant : variants)
       for (size_t i = 0; i < plan.kernels.size(); ++i)
@@ -271,129 +469,166 @@ public:
                 target.microkernelFor(variant, plan.kernels[i]))
           if (Error e =
                   m->arguments
-                      ? declarations.wrap(*m, wrapperName(plan.kernels[i], *m),
-                                          plan.kernels[i], calls[i])
-                      : declarations.declare(
-                            m->symbol, declarations.argumentTypes(calls[i])))
+                      ? head.wrap(*m, wrapperName(plan.kernels[i], *m),
+                                  plan.kernels[i], calls[i])
+                      : head.declare(m->symbol, head.argumentTypes(calls[i])))
             return e;
-    if (Error e = declarations.print(os))
+    // Each kernel's dispatch: the function each variant calls for it.
+    for (size_t i = 0; i < plan.kernels.size(); ++i) {
+      std::vector<std::string> chosen;
+      for (const TargetVariant &variant : variants)
+        chosen.push_back(symbolFor(target, variant, plan.kernels[i]));
+      if (Error e =
+              head.dispatch(int64_t(i), head.argumentTypes(calls[i]), chosen))
+        return e;
+    }
+    if (Error e = head.print(os))
       return e;
-    os << "\n";
-    // Each kernel's function-pointer type is that of the function the best
-    // variant calls for it, as declared above (every variant's has the
-    // kernel's interface: the tables below check it).
-    for (size_t i = 0; i < plan.kernels.size(); ++i)
-      os << formatv("typedef __typeof__({0}) *spark_k{1}_fn; /* {2} */\n",
-                    symbolFor(target, variants.front(), plan.kernels[i]), i,
-                    plan.kernels[i].name());
-    os << "\ntypedef struct spark_kernels {\n";
-    for (size_t i = 0; i < plan.kernels.size(); ++i)
-      os << formatv("  spark_k{0}_fn k{0};\n", i);
-    os << "} spark_kernels;\n\n";
-    for (const TargetVariant &variant : variants) {
-      os << "static const spark_kernels kernels_" << variant.name << " = {";
-      for (const KernelSpec &k : plan.kernels)
-        os << (&k == &plan.kernels.front() ? "\n    " : ",\n    ")
-           << symbolFor(target, variant, k);
-      os << "};\n";
-    }
-    // The variants, best first, and their dispatch (driver_support.h).
-    os << "\nstatic const spark_variant_def variants[] = {\n";
-    std::string names;
-    for (const TargetVariant &v : variants) {
-      os << formatv("    {{.name = \"{0}\", .full_name = \"{1}-{0}\", "
-                    ".cpu_has = {2}, .kernels = &kernels_{0}},\n",
-                    v.name, target.family, v.cpuCheck);
-      names += (names.empty() ? "" : ", ") + v.name;
-    }
-    os << "};\n\n";
-    os << formatv("static spark_dispatch spark_driver_dispatch = {{\n"
-                  "    .env = \"{0}\",\n"
-                  "    .restricted = \"{0} names no variant this CPU can run "
-                  "({1})\",\n"
-                  "    .unsupported = \"{2}\",\n"
-                  "    .count = {3},\n"
-                  "    .variants = variants};\n\n",
-                  env, names, target.unsupportedMessage, variants.size());
     os << step << "\n";
-
-    // Tensor and cache tables, and the definition.
-    // Every table and the definition by field name (model_abi.h).
-    os << "static const spark_tensor_def tensors[] = {\n";
-    for (const PackTensor &t : plan.tensors)
-      os << formatv("    {{.name = \"{0}\", .dtype = {1}, .layout = {2}, "
-                    ".bytes = {3}ull},\n",
-                    t.name, "SPARK_DTYPE_" + dtypeName(t.dtype).str(),
-                    layoutName(t.layout), t.bytes());
-    os << "};\n\nstatic const spark_cache_def caches[] = {\n";
-    for (const CacheSpec &c : plan.caches)
-      os << formatv("    {{.layout = {0}, .dtype = SPARK_DTYPE_{4}, .slots = "
-                    "{1}, .kv_heads = {2}, .head_dim = {3}},\n",
-                    c.ring ? "SPARK_CACHE_RING" : "SPARK_CACHE_LINEAR", c.slots,
-                    c.kvHeads, c.headDim, dtypeName(c.dtype));
-    os << "};\n\n";
-    // One entry per call and cache write of the plan's step, in order.
-    os << "static const spark_call_def calls[] = {\n";
-    size_t steps = 0;
-    planOp.walk([&](Operation *op) {
-      std::string kind;
-      int64_t layer = -1;
-      if (auto call = dyn_cast<kernel::CallOp>(op)) {
-        kind = callKind(symbols.kernels.lookup(call.getKernel()), call);
-        if (std::optional<uint64_t> l = call.getLayer())
-          layer = int64_t(*l);
-      } else if (auto write = dyn_cast<kernel::CacheWriteOp>(op)) {
-        kind = "cache_write";
-        layer = int64_t(symbols.caches.lookup(write.getCache()).getLayer());
-      } else {
-        return;
-      }
-      os << formatv("    {{.kind = \"{0}\", .layer = {1}},\n", kind, layer);
-      ++steps;
-    });
-    os << "};\n\n";
-    os << formatv(
-        "static const spark_model_def definition = {{\n"
-        "    .abi_version = SPARK_MODEL_ABI_VERSION,\n"
-        "    .abi_hash = {0}ull,\n"
-        "    .config_hash = {1}ull,\n"
-        "    .target = \"{2}\",\n"
-        "    .vocab_size = {3},\n"
-        "    .hidden_size = {4},\n"
-        "    .num_layers = {5},\n"
-        "    .max_context = {6},\n"
-        "    .max_chunk = {7},\n"
-        "    .logits_rows = {11},\n"
-        "    .arena_bytes = {8}ull,\n"
-        "    .num_tensors = {9},\n"
-        "    .tensors = tensors,\n"
-        "    .num_caches = {10},\n"
-        "    .caches = caches,\n"
-        "    .unsupported_reason = unsupported_reason,\n"
-        "    .dispatch_name = dispatch_name,\n"
-        "    .set_num_threads = {14},\n"
-        "    .step = step,\n"
-        "    .dispatch_reason = {15},\n"
-        "    .set_layer_probe = set_layer_probe,\n"
-        "    .num_calls = {12},\n"
-        "    .calls = calls,\n"
-        "    .set_profile = set_profile,\n"
-        "};\n\n"
-        "const spark_model_def *{13}(void) {{\n"
-        "  return &definition;\n}\n",
-        plan.abiHash, plan.configHash, stringifyTargetKind(plan.options.target),
-        plan.config.vocabSize, plan.config.hiddenSize, plan.config.numLayers,
-        plan.options.maxContext, plan.options.maxChunk,
-        uint64_t(plan.arenaFloats) * 4, plan.tensors.size(), plan.caches.size(),
-        prefillRows(plan.options.maxChunk), steps, plan.options.entryPoint,
-        target.threadPool ? "spark_pool_set_threads"
-                          : "spark_halide_set_threads",
-        target.dispatchReason.empty() ? "spark_no_dispatch_reason"
-                                      : target.dispatchReason);
-    return Error::success();
+    DriverUnit tail(context);
+    if (Error e = writeDefinition(tail, target, planOp, symbols))
+      return e;
+    return tail.print(os);
   }
 
 private:
+  /// The variants, the tables and the definition, zero in the library
+  /// image, filled by spark_define_model() when the entry point is first
+  /// called (driver_support.h's spark_defined), every field by name
+  /// (model_abi.h).
+  Error writeDefinition(DriverUnit &unit, const TargetInfo &target,
+                        kernel::PlanOp planOp,
+                        const kernel::PlanSymbols &symbols) {
+    const std::vector<TargetVariant> &variants = target.variants;
+    // One entry per call and cache write of the plan's step, in order.
+    std::vector<std::pair<std::string, int64_t>> stepCalls;
+    planOp.walk([&](Operation *op) {
+      if (auto call = dyn_cast<kernel::CallOp>(op)) {
+        std::optional<uint64_t> layer = call.getLayer();
+        stepCalls.push_back(
+            {callKind(symbols.kernels.lookup(call.getKernel()), call),
+             layer ? int64_t(*layer) : -1});
+      } else if (auto write = dyn_cast<kernel::CacheWriteOp>(op)) {
+        stepCalls.push_back(
+            {"cache_write",
+             int64_t(symbols.caches.lookup(write.getCache()).getLayer())});
+      }
+    });
+    auto arrayOf = [&](StringRef type, size_t count) {
+      return mlir::emitc::ArrayType::get({int64_t(count)}, unit.opaque(type));
+    };
+    unit.table("variants", "spark_variant_def", variants.size());
+    unit.table("tensors", "spark_tensor_def", plan.tensors.size());
+    unit.table("caches", "spark_cache_def", plan.caches.size());
+    unit.table("calls", "spark_call_def", stepCalls.size());
+    mlir::Type definitionType = unit.opaque("spark_model_def");
+    unit.global("definition", definitionType);
+    mlir::emitc::FuncOp define =
+        unit.function("spark_define_model", {}, nullptr);
+    {
+      DriverUnit::Body body(unit, define);
+      mlir::Value table = body.global(
+          "variants", arrayOf("spark_variant_def", variants.size()));
+      std::string names;
+      for (auto [i, v] : llvm::enumerate(variants)) {
+        mlir::Value e = body.element(table, i);
+        body.setString(e, "name", v.name);
+        body.setString(e, "full_name", target.family + "-" + v.name);
+        body.set(e, "cpu_has", v.cpuCheck);
+        names += (names.empty() ? "" : ", ") + v.name;
+      }
+      const std::string env =
+          "SPARK_" + StringRef(target.family).upper() + "_VARIANT";
+      body.call(
+          "spark_set_driver_dispatch",
+          {cString(env),
+           cString(env + " names no variant this CPU can run (" + names + ")"),
+           cString(target.unsupportedMessage), std::to_string(variants.size()),
+           "variants"});
+      table = body.global("tensors",
+                          arrayOf("spark_tensor_def", plan.tensors.size()));
+      for (auto [i, t] : llvm::enumerate(plan.tensors)) {
+        mlir::Value e = body.element(table, i);
+        body.setString(e, "name", t.name);
+        body.set(e, "dtype", "SPARK_DTYPE_" + dtypeName(t.dtype).str());
+        body.set(e, "layout", layoutName(t.layout));
+        body.set(e, "bytes", std::to_string(t.bytes()) + "ull");
+      }
+      table =
+          body.global("caches", arrayOf("spark_cache_def", plan.caches.size()));
+      for (auto [i, c] : llvm::enumerate(plan.caches)) {
+        mlir::Value e = body.element(table, i);
+        body.set(e, "layout",
+                 c.ring ? "SPARK_CACHE_RING" : "SPARK_CACHE_LINEAR");
+        body.set(e, "dtype", "SPARK_DTYPE_" + dtypeName(c.dtype).str());
+        body.set(e, "slots", c.slots);
+        body.set(e, "kv_heads", c.kvHeads);
+        body.set(e, "head_dim", c.headDim);
+      }
+      table = body.global("calls", arrayOf("spark_call_def", stepCalls.size()));
+      for (auto [i, c] : llvm::enumerate(stepCalls)) {
+        mlir::Value e = body.element(table, i);
+        body.setString(e, "kind", c.first);
+        body.set(e, "layer", c.second);
+      }
+      mlir::Value d = body.global("definition",
+                                  mlir::emitc::LValueType::get(definitionType));
+      body.set(d, "abi_version", "SPARK_MODEL_ABI_VERSION");
+      body.set(d, "abi_hash", std::to_string(plan.abiHash) + "ull");
+      body.set(d, "config_hash", std::to_string(plan.configHash) + "ull");
+      body.setString(d, "target", stringifyTargetKind(plan.options.target));
+      body.set(d, "vocab_size", plan.config.vocabSize);
+      body.set(d, "hidden_size", plan.config.hiddenSize);
+      body.set(d, "num_layers", plan.config.numLayers);
+      body.set(d, "max_context", plan.options.maxContext);
+      body.set(d, "max_chunk", plan.options.maxChunk);
+      body.set(d, "logits_rows", prefillRows(plan.options.maxChunk));
+      body.set(d, "arena_bytes",
+               std::to_string(uint64_t(plan.arenaFloats) * 4) + "ull");
+      body.set(d, "num_tensors", int64_t(plan.tensors.size()));
+      body.set(d, "tensors", "tensors");
+      body.set(d, "num_caches", int64_t(plan.caches.size()));
+      body.set(d, "caches", "caches");
+      body.set(d, "unsupported_reason", "unsupported_reason");
+      body.set(d, "dispatch_name", "dispatch_name");
+      body.set(d, "set_num_threads",
+               target.threadPool ? "spark_pool_set_threads"
+                                 : "spark_halide_set_threads");
+      body.set(d, "step", "step");
+      body.set(d, "dispatch_reason",
+               target.dispatchReason.empty() ? "spark_no_dispatch_reason"
+                                             : target.dispatchReason);
+      body.set(d, "set_layer_probe", "set_layer_probe");
+      body.set(d, "num_calls", int64_t(stepCalls.size()));
+      body.set(d, "calls", "calls");
+      body.set(d, "set_profile", "set_profile");
+      body.ret();
+    }
+    // The entry point: spark_defined(&definition, spark_define_model).
+    mlir::Type result =
+        mlir::emitc::PointerType::get(unit.opaque("const spark_model_def"));
+    mlir::emitc::FuncOp entry =
+        unit.function(plan.options.entryPoint, {}, result, /*exported=*/true);
+    {
+      DriverUnit::Body body(unit, entry);
+      mlir::OpBuilder &b = body.builder();
+      mlir::Value d = body.global("definition",
+                                  mlir::emitc::LValueType::get(definitionType));
+      mlir::Value address = mlir::emitc::AddressOfOp::create(
+          b, b.getUnknownLoc(), mlir::emitc::PointerType::get(definitionType),
+          d);
+      mlir::Value defined =
+          mlir::emitc::CallOpaqueOp::create(
+              b, b.getUnknownLoc(), mlir::TypeRange(result), "spark_defined",
+              mlir::ValueRange{address,
+                               unit.literal(unit.opaque("void (*)(void)"),
+                                            "spark_define_model")})
+              .getResult(0);
+      body.ret(defined);
+    }
+    return Error::success();
+  }
+
   const ModelPlan &plan;
   raw_ostream &os;
 };

@@ -4,8 +4,9 @@
 // @step`, the step function of the model ABI (runtime/include/spark/
 // model_abi.h), which MLIR's C emitter prints into the generated driver.
 // The function calls the fixed helpers of targets/common/lib/
-// driver_support.h and the kernels through the table the driver selects for
-// the CPU (`select_kernels()`, member `k<i>` for the plan's i-th kernel).
+// driver_support.h and, for the plan's i-th kernel, the driver's dispatch
+// function spark_kernel_<i> with the ISA variant the driver chose for the
+// CPU (`select_variant()`).
 //
 //===----------------------------------------------------------------------===//
 #include "spark/Dialect/KernelOps.h"
@@ -224,18 +225,14 @@ private:
     return op.emitOpError("has a scalar operand the driver cannot compute");
   }
 
-  /// rc = SPARK_CALL(K->k<i>, views and scalars...).
+  /// rc = spark_kernel_<i>(variant, views and scalars...).
   LogicalResult callKernel(kernel::CallOp op, StringRef kernel, Value views,
                            Value rows, Value first) {
     auto it = symbols.kernelIndex.find(kernel);
     if (it == symbols.kernelIndex.end())
       return op.emitOpError("calls @") << kernel << ", no kernel of the plan";
     SmallVector<Value> operands;
-    const std::string member = llvm::formatv("k{0}", it->second).str();
-    Value fn = emitc::MemberOfPtrOp::create(
-        b, lvalue(opaque("spark_" + member + "_fn")), b.getStringAttr(member),
-        kernels);
-    operands.push_back(load(fn));
+    operands.push_back(load(variant));
     for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
       FailureOr<Value> value =
           operand.getDefiningOp<kernel::ViewOp>()
@@ -246,7 +243,8 @@ private:
         return failure();
       operands.push_back(*value);
     }
-    emitc::AssignOp::create(b, rc, call(i32, "SPARK_CALL", operands));
+    emitc::AssignOp::create(
+        b, rc, call(i32, kernelDispatchName(it->second), operands));
     return success();
   }
 
@@ -286,7 +284,7 @@ private:
   kernel::PlanSymbols symbols;
   // The step's arguments and locals.
   Value weights, caches, arena, tokens, pos0, n, nLogits, logits;
-  Value kernels, hooks, rc, headRow;
+  Value variant, hooks, rc, headRow;
 };
 
 LogicalResult StepLowering::lowerCall(kernel::CallOp op, int64_t index) {
@@ -410,10 +408,9 @@ LogicalResult StepLowering::lower() {
   logits = entry->getArgument(7);
   arena = emitc::CastOp::create(b, f32Pointer, entry->getArgument(2));
 
-  Type kernelsType = pointer("const spark_kernels");
-  kernels = emitc::VariableOp::create(b, lvalue(kernelsType),
+  variant = emitc::VariableOp::create(b, lvalue(i32),
                                       emitc::OpaqueAttr::get(ctx, ""));
-  emitc::AssignOp::create(b, kernels, call(kernelsType, "select_kernels", {}));
+  emitc::AssignOp::create(b, variant, call(i32, "select_variant", {}));
   Value hookVar = emitc::VariableOp::create(b, lvalue(opaque("spark_hooks")),
                                             emitc::OpaqueAttr::get(ctx, ""));
   emitc::AssignOp::create(b, hookVar,
@@ -423,7 +420,7 @@ LogicalResult StepLowering::lower() {
   emitc::AssignOp::create(
       b, rc,
       call(i32, "spark_check_step",
-           {load(kernels), pos0, n, nLogits, i32c(plan.getMaxChunk()),
+           {load(variant), pos0, n, nLogits, i32c(plan.getMaxChunk()),
             i32c(plan.getMaxContext())}));
   headRow = emitc::SubOp::create(b, i32, n, nLogits);
 

@@ -1,13 +1,15 @@
 // RUN: spark-opt %s --spark-lower-step-to-emitc | FileCheck %s
 // The step of a one-layer plan (hidden 16, chunks of 8, 32 positions) as the
 // ABI's step function: every call behind `rc == 0`, the head's calls also
-// behind `n_logits > 0`, views as spark_view() buffers, kernels through the
-// table select_kernels() chose (member k<i> for the i-th kernel).
+// behind `n_logits > 0`, views as spark_view() buffers, the i-th kernel
+// through the driver's spark_kernel_<i> with the variant select_variant()
+// chose for the CPU.
 
 // CHECK: emitc.func @step(%[[W:.+]]: !emitc.ptr<!emitc.opaque<"const void *const">>, %[[C:.+]]: !emitc.ptr<!emitc.opaque<"void *const">>, %[[ARENA:.+]]: !emitc.ptr<!emitc.opaque<"void">>, %[[IDS:.+]]: !emitc.ptr<!emitc.opaque<"const int32_t">>, %[[POS:.+]]: i32, %[[N:.+]]: i32, %[[NL:.+]]: i32, %[[LOGITS:.+]]: !emitc.ptr<f32>) -> i32 attributes {specifiers = ["static"]}
 // CHECK: %[[A:.+]] = cast %[[ARENA]] : !emitc.ptr<!emitc.opaque<"void">> to !emitc.ptr<f32>
-// CHECK: %[[K:.+]] = "emitc.variable"() {{.*}} -> !emitc.lvalue<!emitc.ptr<!emitc.opaque<"const spark_kernels">>>
-// CHECK: call_opaque "select_kernels"()
+// CHECK: %[[VAR:.+]] = "emitc.variable"() {{.*}} -> !emitc.lvalue<i32>
+// CHECK: %[[SEL:.+]] = call_opaque "select_variant"() : () -> i32
+// CHECK: assign %[[SEL]] : i32 to %[[VAR]]
 // CHECK: %[[HOOKS:.+]] = address_of
 // CHECK: %[[RC:.+]] = "emitc.variable"() <{value = 0 : i32}>
 // The step's arguments against max_chunk 8 and max_context 32.
@@ -23,9 +25,9 @@
 // CHECK: if
 // CHECK: call_opaque "spark_profile_begin"(%[[HOOKS]])
 // CHECK: "emitc.variable"() {{.*}} -> !emitc.array<4x!emitc.opaque<"spark_view_t">>
-// CHECK: "emitc.member_of_ptr"(%[[K]]) <{member = "k0"}> {{.*}} -> !emitc.lvalue<!emitc.opaque<"spark_k0_fn">>
+// CHECK: %[[V0:.+]] = load %[[VAR]] : <i32>
 // CHECK: call_opaque "spark_view"(%{{.+}}, %[[IDS]], %{{.+}}, %{{.+}}, %{{.+}}, %[[N]],
-// CHECK: call_opaque "SPARK_CALL"
+// CHECK: call_opaque "spark_kernel_0"(%[[V0]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) : (i32, !emitc.ptr<!emitc.opaque<"halide_buffer_t">>,
 // CHECK: assign %{{.+}} : i32 to %[[RC]]
 // CHECK: call_opaque "spark_profile_end"
 
@@ -34,21 +36,22 @@
 // CHECK: verbatim "/* 1: norm */"
 // CHECK: %[[GT:.+]] = cmp gt, %[[NL]]
 // CHECK: logical_and %{{.+}}, %[[GT]]
-// CHECK: member = "k1"
+// CHECK: load %[[VAR]]
 // CHECK: %[[WIDE:.+]] = cast %[[HEADROW]] : i32 to i64
 // CHECK: %[[STRIDE:.+]] = literal "16" : i64
 // CHECK: mul %[[WIDE]], %[[STRIDE]]
 // CHECK: call_opaque "spark_view"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[NL]],
+// CHECK: call_opaque "spark_kernel_1"
 // CHECK: call_opaque "spark_profile_end"
 // CHECK: call_opaque "spark_probe"(%[[HOOKS]], %{{.+}}, %[[N]],
 
-// Call 2, a matrix product: its decode kernel (k3) for one row, else the
-// prefill kernel (k2) on the rows rounded up to a multiple of 8.
+// Call 2, a matrix product: its decode kernel (3) for one row, else the
+// prefill kernel (2) on the rows rounded up to a multiple of 8.
 // CHECK: verbatim "/* 2: proj */"
 // CHECK: %[[ONE:.+]] = literal "1" : i32
 // CHECK: cmp eq, %[[N]], %[[ONE]]
-// CHECK: member = "k3"
 // CHECK: "emitc.constant"() <{value = 0.000000e+00 : f32}>
+// CHECK: call_opaque "spark_kernel_3"
 // CHECK: } else {
 // CHECK: %[[SEVEN:.+]] = literal "7" : i32
 // CHECK: %[[UP:.+]] = add %[[N]], %[[SEVEN]]
@@ -56,18 +59,17 @@
 // CHECK: %[[WHOLE:.+]] = div %[[UP]], %[[EIGHT]]
 // CHECK: %[[EIGHT2:.+]] = literal "8" : i32
 // CHECK: %[[ROWS:.+]] = mul %[[WHOLE]], %[[EIGHT2]]
-// CHECK: member = "k2"
 // CHECK: call_opaque "spark_view"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[ROWS]],
+// CHECK: call_opaque "spark_kernel_2"
 
 // Call 3, the attention: the caches (C[0], C[1]), pos0 and min(pos0, 7).
 // CHECK: verbatim "/* 3: attn */"
-// CHECK: member = "k4"
 // CHECK: subscript %[[C]]
 // CHECK: subscript %[[C]]
 // CHECK: %[[LT:.+]] = cmp lt, %[[POS]], %[[S1:.+]] :
 // CHECK-NEXT: %[[S2:.+]] = literal "7" : i32
 // CHECK-NEXT: %[[CACHED:.+]] = conditional %[[LT]], %[[POS]], %[[S2]] : i32
-// CHECK: call_opaque "SPARK_CALL"({{.*}}, %[[POS]], %[[CACHED]], %{{.+}})
+// CHECK: call_opaque "spark_kernel_4"({{.*}}, %[[POS]], %[[CACHED]], %{{.+}})
 
 // The keys written to their ring of 7 bf16 slots: 8 floats of a 16-float
 // row at arena offset 248.

@@ -3,10 +3,10 @@
  * DriverSupportTest.cpp (which sees Halide's buffer type as C++ does). */
 #include "driver_support.h"
 
-int32_t check_step_of(const void *kernels, int32_t pos0, int32_t n,
+int32_t check_step_of(int32_t variant, int32_t pos0, int32_t n,
                       int32_t n_logits, int32_t max_chunk,
                       int32_t max_context) {
-  return spark_check_step(kernels, pos0, n, n_logits, max_chunk, max_context);
+  return spark_check_step(variant, pos0, n, n_logits, max_chunk, max_context);
 }
 
 void cache_write_of(void *cache, int32_t dtype, int32_t ring_slots,
@@ -64,39 +64,53 @@ void step_with_hooks(uint64_t *ns, uint64_t (*clock)(void),
 /* A dispatch of three variants, "best", "middle" and "base", whose CPU
  * checks answer has[0..2] and count their calls in calls[0..2]; the
  * environment variable SPARK_TEST_VARIANT restricts it. Each call of
- * dispatch_of makes a new, undecided dispatch and asks it, in order, for
- * its kernels, its name and why it cannot run, twice each (the second
- * answers come from the first decision), into kernels[2], name[2] and
+ * dispatch_of sets a dispatch anew (undecided) and asks it, in order, for
+ * its variant's position, its name and why it cannot run, twice each (the
+ * second answers come from the first decision), into index[2], name[2] and
  * reason[2]. */
 static int dispatch_has[3], dispatch_calls[3];
 static int has_best(void) { return ++dispatch_calls[0], dispatch_has[0]; }
 static int has_middle(void) { return ++dispatch_calls[1], dispatch_has[1]; }
 static int has_base(void) { return ++dispatch_calls[2], dispatch_has[2]; }
-static const int kernels_best = 1, kernels_middle = 2, kernels_base = 3;
 
-void dispatch_of(const int *has, int *calls, const void **kernels,
-                 const char **name, const char **reason) {
+void dispatch_of(const int *has, int *calls, int32_t *index, const char **name,
+                 const char **reason) {
   static const spark_variant_def variants[] = {
-      {"best", "test-best", has_best, &kernels_best},
-      {"middle", "test-middle", has_middle, &kernels_middle},
-      {"base", "test-base", has_base, &kernels_base}};
-  spark_dispatch d = {"SPARK_TEST_VARIANT", "restricted", "unsupported", 3,
-                      variants, NULL, 0};
+      {"best", "test-best", has_best},
+      {"middle", "test-middle", has_middle},
+      {"base", "test-base", has_base}};
+  static spark_dispatch d;
+  d.chosen = &variants[0]; /* a stale decision spark_set_dispatch clears */
+  d.decided = 1;
+  spark_set_dispatch(&d, "SPARK_TEST_VARIANT", "restricted", "unsupported", 3,
+                     variants);
   memcpy(dispatch_has, has, sizeof(dispatch_has));
   memset(dispatch_calls, 0, sizeof(dispatch_calls));
   for (int i = 0; i < 2; ++i) {
-    kernels[i] = spark_select_kernels(&d);
+    index[i] = spark_select_index(&d);
     name[i] = spark_dispatch_name(&d);
     reason[i] = spark_unsupported_reason(&d);
   }
   memcpy(calls, dispatch_calls, sizeof(dispatch_calls));
 }
 
-/* The address of the kernel table of variant i (0 best, 2 base). */
-const void *dispatch_table(int i) {
-  return i == 0 ? (const void *)&kernels_best
-         : i == 1 ? (const void *)&kernels_middle
-                  : (const void *)&kernels_base;
+/* The definition as a generated driver's entry point returns it: filled by
+ * fill_definition() on the first call only (which counts its calls and
+ * takes a while, so that racing callers overlap it). */
+static spark_model_def test_definition;
+static int definition_fills;
+static void fill_definition(void) {
+  ++definition_fills;
+  for (volatile int i = 0; i < 1000000; ++i) {
+  }
+  test_definition.vocab_size = 64;
+  test_definition.num_layers = 4;
 }
+
+const spark_model_def *defined_of(void) {
+  return spark_defined(&test_definition, fill_definition);
+}
+
+int definition_fill_count(void) { return definition_fills; }
 
 const char *no_dispatch_reason(void) { return spark_no_dispatch_reason(); }

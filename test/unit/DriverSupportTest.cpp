@@ -6,6 +6,8 @@
 // hooks. Expected values are worked out by hand.
 //
 //===----------------------------------------------------------------------===//
+#include "spark/model_abi.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,10 +15,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <vector>
 
 extern "C" {
-int32_t check_step_of(const void *kernels, int32_t pos0, int32_t n,
+int32_t check_step_of(int32_t variant, int32_t pos0, int32_t n,
                       int32_t n_logits, int32_t max_chunk, int32_t max_context);
 void cache_write_of(void *cache, int32_t dtype, int32_t ring_slots,
                     int32_t width, const float *src, int32_t src_stride,
@@ -30,9 +33,10 @@ typedef void (*probe_fn)(void *user, int32_t layer, int32_t rows, int32_t width,
 void step_with_hooks(uint64_t *ns, uint64_t (*clock)(void), probe_fn probe,
                      void *user, int32_t index, int32_t layer,
                      const float *rows);
-void dispatch_of(const int *has, int *calls, const void **kernels,
-                 const char **name, const char **reason);
-const void *dispatch_table(int i);
+void dispatch_of(const int *has, int *calls, int32_t *index, const char **name,
+                 const char **reason);
+const spark_model_def *defined_of(void);
+int definition_fill_count(void);
 const char *no_dispatch_reason(void);
 }
 
@@ -47,7 +51,7 @@ float bitsToFloat(uint32_t bits) {
 /// One dispatch's answers (DriverSupportCheck.c's dispatch_of).
 struct Dispatch {
   int calls[3] = {};
-  const void *kernels[2] = {};
+  int32_t index[2] = {-2, -2};
   const char *name[2] = {}, *reason[2] = {};
 };
 
@@ -58,7 +62,7 @@ Dispatch dispatchWith(int best, int middle, int base, const char *only) {
     unsetenv("SPARK_TEST_VARIANT");
   const int has[3] = {best, middle, base};
   Dispatch d;
-  dispatch_of(has, d.calls, d.kernels, d.name, d.reason);
+  dispatch_of(has, d.calls, d.index, d.name, d.reason);
   unsetenv("SPARK_TEST_VARIANT");
   return d;
 }
@@ -68,7 +72,7 @@ TEST(DriverSupport, DispatchTakesTheBestVariantOnce) {
   // after asking best and middle once; later questions ask no CPU check.
   Dispatch d = dispatchWith(0, 1, 1, nullptr);
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(d.kernels[i], dispatch_table(1));
+    EXPECT_EQ(d.index[i], 1);
     EXPECT_STREQ(d.name[i], "test-middle");
     EXPECT_EQ(d.reason[i], nullptr);
   }
@@ -77,7 +81,7 @@ TEST(DriverSupport, DispatchTakesTheBestVariantOnce) {
   EXPECT_EQ(d.calls[2], 0);
   // Every variant runs: the first.
   d = dispatchWith(1, 1, 1, nullptr);
-  EXPECT_EQ(d.kernels[0], dispatch_table(0));
+  EXPECT_EQ(d.index[0], 0);
   EXPECT_STREQ(d.name[0], "test-best");
   EXPECT_EQ(no_dispatch_reason(), nullptr);
 }
@@ -85,15 +89,15 @@ TEST(DriverSupport, DispatchTakesTheBestVariantOnce) {
 TEST(DriverSupport, DispatchRestrictedByTheEnvironment) {
   // The variable picks base over best, still only if the CPU runs it.
   Dispatch d = dispatchWith(1, 1, 1, "base");
-  EXPECT_EQ(d.kernels[1], dispatch_table(2));
+  EXPECT_EQ(d.index[1], 2);
   EXPECT_STREQ(d.name[1], "test-base");
   EXPECT_EQ(d.calls[0], 0); // best's check is not asked
-  // It names a variant the CPU does not run, or none: no kernels, and the
+  // It names a variant the CPU does not run, or none: no variant (-1), and the
   // restricted message rather than the unsupported one.
   for (const char *only : {"base", "nonesuch"}) {
     d = dispatchWith(1, 1, 0, only);
     for (int i = 0; i < 2; ++i) {
-      EXPECT_EQ(d.kernels[i], nullptr) << only;
+      EXPECT_EQ(d.index[i], -1) << only;
       EXPECT_STREQ(d.name[i], "none") << only;
       EXPECT_STREQ(d.reason[i], "restricted") << only;
     }
@@ -103,7 +107,7 @@ TEST(DriverSupport, DispatchRestrictedByTheEnvironment) {
 TEST(DriverSupport, DispatchWithoutAVariant) {
   Dispatch d = dispatchWith(0, 0, 0, nullptr);
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(d.kernels[i], nullptr);
+    EXPECT_EQ(d.index[i], -1);
     EXPECT_STREQ(d.name[i], "none");
     EXPECT_STREQ(d.reason[i], "unsupported");
   }
@@ -111,8 +115,7 @@ TEST(DriverSupport, DispatchWithoutAVariant) {
 }
 
 TEST(DriverSupport, CheckStepRanges) {
-  const int table = 0;
-  const void *k = &table;
+  const int32_t k = 2; // the third variant
   // Chunks of at most 8 tokens in 32 positions.
   EXPECT_EQ(check_step_of(k, 0, 1, 1, 8, 32), 0);
   EXPECT_EQ(check_step_of(k, 24, 8, 0, 8, 32), 0); // the last 8 positions
@@ -122,10 +125,35 @@ TEST(DriverSupport, CheckStepRanges) {
   EXPECT_EQ(check_step_of(k, -1, 1, 1, 8, 32), -1);
   EXPECT_EQ(check_step_of(k, 0, 2, 3, 8, 32), -1);  // more logits than rows
   EXPECT_EQ(check_step_of(k, 0, 2, -1, 8, 32), -1); // negative logits
-  EXPECT_EQ(check_step_of(nullptr, 0, 1, 1, 8, 32), -1); // no kernels
+  EXPECT_EQ(check_step_of(0, 0, 1, 1, 8, 32), 0);
+  EXPECT_EQ(check_step_of(-1, 0, 1, 1, 8, 32), -1); // no variant runs here
   // pos0 + n would overflow int32_t.
   EXPECT_EQ(check_step_of(k, std::numeric_limits<int32_t>::max(), 8, 0, 8, 32),
             -1);
+}
+
+TEST(DriverSupport, DefinitionFilledOnceUnderRacingCallers) {
+  // Eight threads ask for the definition at once: all get the same filled
+  // struct, and it was filled once (the fill takes a while, so the others
+  // arrive while it runs and wait).
+  std::vector<std::thread> threads;
+  std::vector<const spark_model_def *> got(8, nullptr);
+  std::vector<int> vocab(8, 0);
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      got[size_t(t)] = defined_of();
+      vocab[size_t(t)] = got[size_t(t)]->vocab_size;
+    });
+  for (std::thread &t : threads)
+    t.join();
+  EXPECT_EQ(definition_fill_count(), 1);
+  for (int t = 0; t < 8; ++t) {
+    EXPECT_EQ(got[size_t(t)], got[0]);
+    EXPECT_EQ(vocab[size_t(t)], 64); // filled before it was returned
+  }
+  EXPECT_EQ(got[0]->num_layers, 4);
+  EXPECT_EQ(defined_of(), got[0]);
+  EXPECT_EQ(definition_fill_count(), 1);
 }
 
 TEST(DriverSupport, CacheWriteRingSlots) {

@@ -1,11 +1,13 @@
 /* driver_support.h - the fixed part of every generated step driver.
  *
- * spark-compile writes a driver per build (spark_model_driver.c): its kernel
- * tables and CPU dispatch, the step function lowered from the plan through
- * MLIR's EmitC dialect (passes/lib/LowerStepToEmitC.cpp), and the model's
- * definition. What does not depend on the model is here: choosing the ISA
- * variant this CPU runs, describing memory as Halide buffers, writing cache
- * rows, and the profile and layer-probe hooks a step reads once at its
+ * spark-compile writes a driver per build (spark_model_driver.c), all of it
+ * EmitC printed by MLIR's C emitter: the kernels' declarations, one dispatch
+ * function per kernel of the plan (the variant's function for it), the step
+ * function lowered from the plan (passes/lib/LowerStepToEmitC.cpp), and the
+ * function that fills the model's definition and tables. What does not
+ * depend on the model is here: choosing the ISA variant this CPU runs,
+ * filling the definition once, describing memory as Halide buffers, writing
+ * cache rows, and the profile and layer-probe hooks a step reads once at its
  * start. The driver includes this file first;
  * it is compiled into the library with it and nothing else includes it. */
 #ifndef SPARK_DRIVER_SUPPORT_H
@@ -25,18 +27,15 @@
 extern int halide_set_num_threads(int n);
 extern void spark_pool_set_threads(int n); /* thread_pool.c */
 
-/* A call through a kernel table's function pointer (EmitC has calls of
- * named functions only): SPARK_CALL(K->k3, a, b, c) is K->k3(a, b, c). */
-#define SPARK_CALL(kernel, ...) ((kernel)(__VA_ARGS__))
-
 /* One ISA variant of a driver: the name the environment variable gives it,
- * the name dispatch_name() reports (its target family's, then its own), the
- * CPU check of its target's dispatch header, and its kernel table. */
+ * the name dispatch_name() reports (its target family's, then its own), and
+ * the CPU check of its target's dispatch header. The driver's kernel
+ * dispatch functions take the variant's position among the driver's
+ * variants. */
 typedef struct spark_variant_def {
   const char *name;
   const char *full_name;
   int (*cpu_has)(void);
-  const void *kernels;
 } spark_variant_def;
 
 /* A driver's CPU dispatch: its variants, best first; the environment
@@ -55,6 +54,17 @@ typedef struct spark_dispatch {
   const spark_variant_def *chosen; /* when decided */
   int32_t decided;
 } spark_dispatch;
+
+/* Sets a dispatch's variants and messages (the driver's, once, when it
+ * fills the definition; still undecided). */
+static inline void spark_set_dispatch(spark_dispatch *d, const char *env,
+                                      const char *restricted,
+                                      const char *unsupported, int32_t count,
+                                      const spark_variant_def *variants) {
+  const spark_dispatch set = {env,  restricted, unsupported, count, variants,
+                              NULL, 0};
+  *d = set;
+}
 
 /* The best variant this CPU runs, or NULL. */
 static inline const spark_variant_def *
@@ -78,10 +88,11 @@ static inline const spark_variant_def *spark_select_variant(spark_dispatch *d) {
   return __atomic_load_n(&d->chosen, __ATOMIC_RELAXED);
 }
 
-/* The selected variant's kernel table, or NULL (no step runs). */
-static inline const void *spark_select_kernels(spark_dispatch *d) {
+/* The selected variant's position among d's variants, or -1 (no step
+ * runs). */
+static inline int32_t spark_select_index(spark_dispatch *d) {
   const spark_variant_def *v = spark_select_variant(d);
-  return v ? v->kernels : NULL;
+  return v ? (int32_t)(v - d->variants) : -1;
 }
 
 /* NULL if a variant runs here, else why not. */
@@ -97,15 +108,23 @@ static inline const char *spark_dispatch_name(spark_dispatch *d) {
   return v ? v->full_name : "none";
 }
 
-/* The driver's dispatch, which the generated driver defines with its
- * variants after including this file (this tentative definition lets the
- * functions below name it; zero, no variant, where nothing defines it). */
+/* The driver's dispatch, which the generated driver's definition function
+ * sets (spark_set_driver_dispatch) before the entry point returns the
+ * definition, so before any function below runs. */
 static spark_dispatch spark_driver_dispatch;
 
-/* The step's kernel table (NULL: no variant runs here), and the model ABI's
- * spark_model_def::unsupported_reason and ::dispatch_name. */
-static inline const void *select_kernels(void) {
-  return spark_select_kernels(&spark_driver_dispatch);
+static inline void
+spark_set_driver_dispatch(const char *env, const char *restricted,
+                          const char *unsupported, int32_t count,
+                          const spark_variant_def *variants) {
+  spark_set_dispatch(&spark_driver_dispatch, env, restricted, unsupported,
+                     count, variants);
+}
+
+/* The step's variant (its position; -1: no variant runs here), and the model
+ * ABI's spark_model_def::unsupported_reason and ::dispatch_name. */
+static inline int32_t select_variant(void) {
+  return spark_select_index(&spark_driver_dispatch);
 }
 
 static inline const char *unsupported_reason(void) {
@@ -114,6 +133,25 @@ static inline const char *unsupported_reason(void) {
 
 static inline const char *dispatch_name(void) {
   return spark_dispatch_name(&spark_driver_dispatch);
+}
+
+/* The definition `def`, filled by `fill` (the generated driver's function
+ * that sets it, its tables and the dispatch) on the first call; a caller
+ * racing the first one waits until it is filled. */
+static int32_t spark_definition_state; /* 0 empty, 1 filling, 2 filled */
+static inline const spark_model_def *spark_defined(spark_model_def *def,
+                                                   void (*fill)(void)) {
+  if (__atomic_load_n(&spark_definition_state, __ATOMIC_ACQUIRE) == 2)
+    return def;
+  int32_t empty = 0;
+  if (__atomic_compare_exchange_n(&spark_definition_state, &empty, 1, 0,
+                                  __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+    fill();
+    __atomic_store_n(&spark_definition_state, 2, __ATOMIC_RELEASE);
+  }
+  while (__atomic_load_n(&spark_definition_state, __ATOMIC_ACQUIRE) != 2) {
+  }
+  return def;
 }
 
 /* spark_model_def::dispatch_reason of a target whose best variant needs no
@@ -214,11 +252,12 @@ static inline void spark_cache_write(void *cache, int32_t dtype,
   }
 }
 
-/* Whether a step's arguments are in range: 0, or -1 (and no call runs). */
-static inline int32_t spark_check_step(const void *kernels, int32_t pos0,
-                                       int32_t n, int32_t n_logits,
-                                       int32_t max_chunk, int32_t max_context) {
-  if (!kernels || n < 1 || n > max_chunk || n_logits < 0 || n_logits > n ||
+/* Whether a step can run: a variant was chosen (variant >= 0) and its
+ * arguments are in range. 0, or -1 (and no call runs). */
+static inline int32_t spark_check_step(int32_t variant, int32_t pos0, int32_t n,
+                                       int32_t n_logits, int32_t max_chunk,
+                                       int32_t max_context) {
+  if (variant < 0 || n < 1 || n > max_chunk || n_logits < 0 || n_logits > n ||
       pos0 < 0 || pos0 > max_context - n)
     return -1;
   return 0;

@@ -9,6 +9,7 @@
 #include "llvm/Support/Error.h"
 
 #include <optional>
+#include <string>
 
 namespace spark {
 
@@ -45,6 +46,14 @@ constexpr int64_t prefillRows(int64_t rows) {
 /// run prefillRows(n) of them.
 constexpr int64_t arenaRows(int64_t maxChunk, int64_t rowMultiple) {
   return maxChunk + rowMultiple - 1;
+}
+
+/// The generated driver's function for the plan's kernel `index`
+/// (spark_kernel_<index>): it takes the chosen ISA variant's position, then
+/// the kernel's arguments, and calls that variant's function for the
+/// kernel. spark-lower-step-to-emitc calls it; the driver defines it.
+inline std::string kernelDispatchName(int64_t index) {
+  return "spark_kernel_" + std::to_string(index);
 }
 
 #define GEN_PASS_DECL

@@ -244,9 +244,10 @@ def SparkLowerStepToEmitC : Pass<"spark-lower-step-to-emitc", "mlir::ModuleOp"> 
     model ABI's step function (runtime/include/spark/model_abi.h), which the
     generated driver prints with MLIR's C emitter. Per call: a guard (no call
     runs after one failed; the head's calls only when logits are wanted),
-    the profile clock, the views as `spark_view()` buffers, the kernel
-    through the table `select_kernels()` chose for the CPU (member `k<i>`
-    for the plan's i-th kernel; a matrix product's decode kernel when the
+    the profile clock, the views as `spark_view()` buffers, the plan's i-th
+    kernel through the driver's dispatch function `spark_kernel_<i>` with
+    the ISA variant `select_variant()` chose for the CPU (its first
+    argument; a matrix product's decode kernel when the
     call has one row, else its kernel on the rows rounded up to
     kPrefillRowMultiple), and the layer probes of calibration builds. Cache
     writes call `spark_cache_write()`. The helpers are the fixed C of
@@ -257,7 +258,7 @@ def SparkLowerStepToEmitC : Pass<"spark-lower-step-to-emitc", "mlir::ModuleOp"> 
     emitc.if %ok {
       %views = "emitc.variable"() ... -> !emitc.array<3x!emitc.opaque<"spark_view_t">>
       ...
-      %r = emitc.call_opaque "SPARK_CALL"(%k1, %v0, %v1, %v2) : ...
+      %r = emitc.call_opaque "spark_kernel_1"(%variant, %v0, %v1, %v2) : ...
     }
     ```
   }];
