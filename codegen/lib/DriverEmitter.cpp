@@ -446,6 +446,9 @@ public:
                      .str());
     head.include("driver_support.h");
     head.include(target.dispatchHeader);
+    // The model's header, for the entry point's prototype (the library
+    // build writes it beside the driver).
+    head.include("spark_model.h");
     head.blankLine();
     std::vector<kernel::CallOp> calls(plan.kernels.size()); // one of each
     planOp.walk([&](kernel::CallOp call) {
@@ -604,7 +607,8 @@ private:
       body.set(d, "set_profile", "set_profile");
       body.ret();
     }
-    // The entry point: spark_defined(&definition, spark_define_model).
+    // The entry point: spark_defined(&definition), declared with its
+    // prototype by spark_model.h.
     mlir::Type result =
         mlir::emitc::PointerType::get(unit.opaque("const spark_model_def"));
     mlir::emitc::FuncOp entry =
@@ -617,13 +621,10 @@ private:
       mlir::Value address = mlir::emitc::AddressOfOp::create(
           b, b.getUnknownLoc(), mlir::emitc::PointerType::get(definitionType),
           d);
-      mlir::Value defined =
-          mlir::emitc::CallOpaqueOp::create(
-              b, b.getUnknownLoc(), mlir::TypeRange(result), "spark_defined",
-              mlir::ValueRange{address,
-                               unit.literal(unit.opaque("void (*)(void)"),
-                                            "spark_define_model")})
-              .getResult(0);
+      mlir::Value defined = mlir::emitc::CallOpaqueOp::create(
+                                b, b.getUnknownLoc(), mlir::TypeRange(result),
+                                "spark_defined", mlir::ValueRange{address})
+                                .getResult(0);
       body.ret(defined);
     }
     return Error::success();
@@ -824,22 +825,23 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
     cacheBytes += c.bytes();
   }
   uint64_t ropeBytes = 0;
-  for (const PackTensor &t : plan.tensors)
+  bool fourBit = false; // any matrix stored in 4-bit groups (scheme or recipe)
+  for (const PackTensor &t : plan.tensors) {
     if (t.layout == 1)
       ropeBytes += t.bytes();
+    fourBit |= isMatrix(t) && t.group > 0;
+  }
   json::Object manifest{
       {"format", "spark-compile manifest 1"},
       {"target", stringifyTargetKind(plan.options.target)},
       {"dtype", dtypeName(plan.options.dtype).lower()},
       {"quant", stringifyQuantScheme(plan.options.quant)},
       {"bits_per_weight", bitsPerWeight(plan)},
-      {"group_size", hasFourBitWeights(plan.options.quant)
-                         ? json::Value(plan.options.groupSize)
-                         : json::Value(nullptr)},
+      {"group_size",
+       fourBit ? json::Value(plan.options.groupSize) : json::Value(nullptr)},
       // How the 4-bit codes were chosen: GPTQ (--gptq), or each group's
       // grid search, weighted by calibrated input importance or not.
-      {"four_bit_rounding", !hasFourBitWeights(plan.options.quant)
-                                ? json::Value(nullptr)
+      {"four_bit_rounding", !fourBit                     ? json::Value(nullptr)
                             : plan.options.secondMoments ? json::Value("gptq")
                             : !plan.options.importance.empty()
                                 ? json::Value("importance-weighted search")

@@ -253,6 +253,9 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
     return driver.takeError();
   if (Error e = writeText(driverSource, *driver))
     return e;
+  // The driver includes the model's header (the entry point's prototype).
+  if (Error e = writeText(join(objDir, "spark_model.h"), emitModelHeader(plan)))
+    return e;
   std::vector<std::string> driverFlags = userCFlags(plan.options);
   driverFlags.push_back("-I" + target.microkernelDir); // dispatchHeader
   cJobs.push_back({driverSource, join(objDir, "spark_model_driver.o"),

@@ -135,18 +135,21 @@ static inline const char *dispatch_name(void) {
   return spark_dispatch_name(&spark_driver_dispatch);
 }
 
-/* The definition `def`, filled by `fill` (the generated driver's function
- * that sets it, its tables and the dispatch) on the first call; a caller
- * racing the first one waits until it is filled. */
+/* The generated driver's function that fills the model's definition, its
+ * tables and the dispatch (declared here with its prototype; spark_defined
+ * calls it). */
+static void spark_define_model(void);
+
+/* The definition `def`, filled by spark_define_model() on the first call; a
+ * caller racing the first one waits until it is filled. */
 static int32_t spark_definition_state; /* 0 empty, 1 filling, 2 filled */
-static inline const spark_model_def *spark_defined(spark_model_def *def,
-                                                   void (*fill)(void)) {
+static inline const spark_model_def *spark_defined(spark_model_def *def) {
   if (__atomic_load_n(&spark_definition_state, __ATOMIC_ACQUIRE) == 2)
     return def;
   int32_t empty = 0;
   if (__atomic_compare_exchange_n(&spark_definition_state, &empty, 1, 0,
                                   __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
-    fill();
+    spark_define_model();
     __atomic_store_n(&spark_definition_state, 2, __ATOMIC_RELEASE);
   }
   while (__atomic_load_n(&spark_definition_state, __ATOMIC_ACQUIRE) != 2) {
