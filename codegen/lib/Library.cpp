@@ -254,7 +254,10 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
   if (Error e = writeText(driverSource, *driver))
     return e;
   // The driver includes the model's header (the entry point's prototype).
-  if (Error e = writeText(join(objDir, "spark_model.h"), emitModelHeader(plan)))
+  Expected<std::string> header = emitModelHeader(plan);
+  if (!header)
+    return header.takeError();
+  if (Error e = writeText(join(objDir, "spark_model.h"), *header))
     return e;
   std::vector<std::string> driverFlags = userCFlags(plan.options);
   driverFlags.push_back("-I" + target.microkernelDir); // dispatchHeader

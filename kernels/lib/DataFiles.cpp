@@ -30,7 +30,8 @@ Error checkDataFiles() {
        {"runtime/lib/runtime.c", "runtime/include/spark/runtime.h",
         "tools/spark-run/spark-run.c", "tools/loader/options.h",
         "targets/common/lib/microkernel_support.h",
-        "targets/common/lib/driver_support.h"})
+        "targets/common/lib/driver_support.h",
+        "targets/common/lib/spark_model.h.in"})
     if (!sys::fs::exists(dataPath(file)))
       return createStringError(
           inconvertibleErrorCode(),

@@ -23,7 +23,7 @@ llvm::Expected<std::string> emitDriverSource(const ModelPlan &plan,
                                              const TargetInfo &target);
 
 /// spark_model.h: declares spark_model_definition() and the model's sizes.
-std::string emitModelHeader(const ModelPlan &plan);
+llvm::Expected<std::string> emitModelHeader(const ModelPlan &plan);
 
 /// Writes the weight pack (model.spkw) to `path`: tensors converted to their
 /// pack dtype, aligned, checksummed. Streams; memory stays bounded.
