@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 #include "Calibrate.h"
 
+#include "llvm/Support/Parallel.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -21,7 +23,7 @@ struct InputHistogram {
   bool seen = false; // the probe saw this input at least once
   double largest = 0;
   std::vector<double> channelSquares; // per input channel, sum of x^2
-  std::vector<double> moment; // secondMoments: sum of x x^T, upper triangle
+  std::vector<double> moment;         // secondMoments: addSecondMoment's sums
   long long rows = 0;
   std::vector<double> count, sum, sumSquares; // per bin, of |x|
   InputHistogram() : count(kBins), sum(kBins), sumSquares(kBins) {}
@@ -84,7 +86,6 @@ struct InputHistogram {
 struct RangeState {
   int32_t layers = 0;
   bool secondMoments = false;
-  std::vector<double> row;            // one input row, widened
   std::vector<InputHistogram> inputs; // by probe id - layers
 };
 
@@ -109,23 +110,7 @@ void rangeProbe(void *user, int32_t id, int32_t rows, int32_t width,
     }
   if (!state->secondMoments)
     return;
-  const size_t n = size_t(width);
-  if (h.moment.size() != n * n)
-    h.moment.assign(n * n, 0.0);
-  std::vector<double> &x = state->row;
-  x.resize(n);
-  for (int32_t r = 0; r < rows; ++r) {
-    for (size_t c = 0; c < n; ++c)
-      x[c] = double(data[size_t(r) * rowStride + c]);
-    for (size_t i = 0; i < n; ++i) {
-      const double xi = x[i];
-      if (xi == 0.0)
-        continue;
-      double *mi = &h.moment[i * n];
-      for (size_t j = i; j < n; ++j)
-        mi[j] += xi * x[j];
-    }
-  }
+  addSecondMoment(h.moment, data, rows, width, rowStride);
 }
 
 } // namespace
@@ -163,7 +148,7 @@ spark::measureProductInputs(ModelSession &run, const std::string &build,
     return build + ": no product input was probed; expected a build with "
                    "input probes (made by spark-compile --calib)";
   inputs.clear();
-  for (const InputHistogram &h : state.inputs) {
+  for (InputHistogram &h : state.inputs) {
     MeasuredInput &m = inputs.emplace_back();
     if (!h.seen)
       continue;
@@ -172,14 +157,60 @@ spark::measureProductInputs(ModelSession &run, const std::string &build,
     m.clip = h.bestClip();
     for (double squares : h.channelSquares)
       m.importance.push_back(h.rows ? squares / double(h.rows) : 0.0);
-    if (!h.moment.empty()) { // the mean, both triangles
-      const size_t n = h.channelSquares.size();
-      m.secondMoment.resize(n * n);
-      for (size_t i = 0; i < n; ++i)
-        for (size_t j = i; j < n; ++j)
-          m.secondMoment[i * n + j] = m.secondMoment[j * n + i] =
-              float(h.moment[i * n + j] / double(h.rows));
+    if (!h.moment.empty()) {
+      m.secondMoment =
+          secondMomentMean(h.moment, h.channelSquares.size(), double(h.rows));
+      std::vector<double>().swap(h.moment); // freed as the next one grows
     }
   }
   return "";
+}
+
+/// Row i of a packed upper triangle holds columns i..n-1 from this offset
+/// (the rows before it hold n, n - 1, ... entries).
+static size_t packedRow(size_t i, size_t n) {
+  return i * n - (i * (i - 1)) / 2;
+}
+
+void spark::addSecondMoment(std::vector<double> &packed, const float *data,
+                            int32_t rows, int32_t width, int32_t rowStride) {
+  // A rank-k update per block of k rows, the moment's rows in parallel:
+  // each pass over the moment (n^2 / 2 doubles) serves k input rows.
+  constexpr int32_t kBlock = 16;
+  const size_t n = size_t(width);
+  if (packed.size() != n * (n + 1) / 2)
+    packed.assign(n * (n + 1) / 2, 0.0);
+  std::vector<double> x(size_t(kBlock) * n);
+  for (int32_t first = 0; first < rows; first += kBlock) {
+    const int32_t k = std::min(kBlock, rows - first);
+    for (int32_t r = 0; r < k; ++r)
+      for (size_t c = 0; c < n; ++c)
+        x[size_t(r) * n + c] = double(data[size_t(first + r) * rowStride + c]);
+    llvm::parallelFor(0, n, [&](size_t i) {
+      double a[kBlock];
+      bool any = false;
+      for (int32_t r = 0; r < k; ++r)
+        any |= (a[r] = x[size_t(r) * n + i]) != 0.0;
+      if (!any)
+        return;
+      double *mi = &packed[packedRow(i, n)];
+      for (size_t j = i; j < n; ++j) {
+        double sum = mi[j - i];
+        for (int32_t r = 0; r < k; ++r)
+          sum += a[r] * x[size_t(r) * n + j];
+        mi[j - i] = sum;
+      }
+    });
+  }
+}
+
+std::vector<float> spark::secondMomentMean(const std::vector<double> &packed,
+                                           size_t n, double rows) {
+  std::vector<float> mean(n * n);
+  for (size_t i = 0; i < n; ++i) {
+    const double *mi = &packed[packedRow(i, n)];
+    for (size_t j = i; j < n; ++j)
+      mean[i * n + j] = mean[j * n + i] = float(mi[j - i] / rows);
+  }
+  return mean;
 }

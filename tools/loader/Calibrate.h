@@ -40,6 +40,18 @@ measureProductInputs(ModelSession &run, const std::string &build,
                      std::vector<MeasuredInput> &inputs,
                      bool secondMoments = false);
 
+/// Adds x x^T of `rows` input rows of `width` values (row r at data + r *
+/// rowStride) to `packed`: the upper triangle of a width x width sum,
+/// packed by rows (row i holds columns i..width-1), sized
+/// width (width + 1) / 2 on first use. A rank-k update per block of rows,
+/// in parallel over the moment's rows.
+void addSecondMoment(std::vector<double> &packed, const float *data,
+                     int32_t rows, int32_t width, int32_t rowStride);
+/// The mean of such a sum over `rows` rows, as a full n x n row-major
+/// matrix (both triangles), for GPTQ.
+std::vector<float> secondMomentMean(const std::vector<double> &packed, size_t n,
+                                    double rows);
+
 } // namespace spark
 
 #endif // SPARK_TOOLS_CALIBRATE_H
