@@ -58,4 +58,30 @@ TEST(Calibrate, SecondMomentMatchesDirectSums) {
     EXPECT_EQ(mean[size_t(5) * width + j], 0.0f) << j;
 }
 
+TEST(Calibrate, SecondMomentOfWideInputsOnThreads) {
+  // 1500 wide: a full block of 16 rows is enough work for the threads
+  // (1500^2 / 2 x 16 multiply-adds), the last 4 rows are not.
+  const int32_t width = 1500, rows = 20;
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> data(size_t(rows) * width);
+  for (float &v : data)
+    v = uniform(rng);
+  std::vector<double> packed;
+  spark::addSecondMoment(packed, data.data(), rows, width, width);
+  const std::vector<float> mean =
+      spark::secondMomentMean(packed, size_t(width), double(rows));
+  for (int32_t i = 0; i < width; i += 7)
+    for (int32_t j = 0; j < width; ++j) {
+      double direct = 0.0;
+      for (int32_t r = 0; r < rows; ++r)
+        direct += double(data[size_t(r) * width + i]) *
+                  double(data[size_t(r) * width + j]);
+      direct /= rows;
+      ASSERT_NEAR(mean[size_t(i) * width + j], direct,
+                  1e-6 * (1.0 + std::fabs(direct)))
+          << i << "," << j;
+    }
+}
+
 } // namespace

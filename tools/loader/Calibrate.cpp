@@ -177,6 +177,7 @@ void spark::addSecondMoment(std::vector<double> &packed, const float *data,
   // A rank-k update per block of k rows, the moment's rows in parallel:
   // each pass over the moment (n^2 / 2 doubles) serves k input rows.
   constexpr int32_t kBlock = 16;
+  constexpr size_t kParallelWork = size_t(1) << 24; // multiply-adds
   const size_t n = size_t(width);
   if (packed.size() != n * (n + 1) / 2)
     packed.assign(n * (n + 1) / 2, 0.0);
@@ -186,7 +187,7 @@ void spark::addSecondMoment(std::vector<double> &packed, const float *data,
     for (int32_t r = 0; r < k; ++r)
       for (size_t c = 0; c < n; ++c)
         x[size_t(r) * n + c] = double(data[size_t(first + r) * rowStride + c]);
-    llvm::parallelFor(0, n, [&](size_t i) {
+    auto rowOfMoment = [&](size_t i) {
       double a[kBlock];
       bool any = false;
       for (int32_t r = 0; r < k; ++r)
@@ -200,7 +201,14 @@ void spark::addSecondMoment(std::vector<double> &packed, const float *data,
           sum += a[r] * x[size_t(r) * n + j];
         mi[j - i] = sum;
       }
-    });
+    };
+    // Threads only where a block is worth their start (the 1.7b's inputs,
+    // not spark-nano's: there the tasks cost more than they save).
+    if (n * n / 2 * size_t(k) >= kParallelWork)
+      llvm::parallelFor(0, n, rowOfMoment);
+    else
+      for (size_t i = 0; i < n; ++i)
+        rowOfMoment(i);
   }
 }
 
