@@ -31,7 +31,7 @@ install(FILES tools/loader/options.h
         DESTINATION ${SPARK_INSTALL_DATADIR}/tools/loader)
 foreach(dir common x86 arm64 hexagon)
   install(DIRECTORY targets/${dir}/lib DESTINATION ${SPARK_INSTALL_DATADIR}/targets/${dir}
-          FILES_MATCHING PATTERN "*.c" PATTERN "*.h")
+          FILES_MATCHING PATTERN "*.c" PATTERN "*.h" PATTERN "*.h.in")
 endforeach()
 install(DIRECTORY targets/hexagon/libc DESTINATION ${SPARK_INSTALL_DATADIR}/targets/hexagon)
 install(DIRECTORY targets/hexagon/s25 DESTINATION ${SPARK_INSTALL_DATADIR}/targets/hexagon)
