@@ -362,11 +362,6 @@ Error spark::compileLibrary(const Checkpoint &checkpoint, const Build &build,
                       librarySeconds, packSeconds));
   uint64_t packBytes = 0;
   sys::fs::file_size(folder.file("model.spkw"), packBytes);
-  Expected<std::string> header = emitModelHeader(*plan);
-  if (!header)
-    return header.takeError();
-  if (Error e = writeFile(folder.file("spark_model.h"), *header))
-    return e;
   if (calibration)
     if (Error e = writeFile(folder.file("calibration.json"), calibration->json))
       return e;

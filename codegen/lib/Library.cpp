@@ -253,14 +253,16 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
     return driver.takeError();
   if (Error e = writeText(driverSource, *driver))
     return e;
-  // The driver includes the model's header (the entry point's prototype).
+  // The model's header, one of the library's files: the driver includes it
+  // (the entry point's prototype).
   Expected<std::string> header = emitModelHeader(plan);
   if (!header)
     return header.takeError();
-  if (Error e = writeText(join(objDir, "spark_model.h"), *header))
+  if (Error e = writeText(join(dir, "spark_model.h"), *header))
     return e;
   std::vector<std::string> driverFlags = userCFlags(plan.options);
   driverFlags.push_back("-I" + target.microkernelDir); // dispatchHeader
+  driverFlags.push_back("-I" + dir.str());             // spark_model.h
   cJobs.push_back({driverSource, join(objDir, "spark_model_driver.o"),
                    "compiling the generated step driver", driverFlags, ""});
   if (!plan.options.quiet)

@@ -43,7 +43,7 @@ llvm::Error emitKernelText(const ModelPlan &plan, KernelText kind,
 
 /// Compiles every kernel for every variant of the build's target, the
 /// microkernels, the driver and the Halide runtime, and writes
-/// libspark_model.a into `dir`; for targets that run here also
+/// libspark_model.a and spark_model.h into `dir`; for targets that run here also
 /// libspark_model.so (which spark-run, spark-bench and spark-fidelity load);
 /// with `executable`, a static `spark-run` for the target.
 llvm::Error buildLibrary(const ModelPlan &plan, llvm::StringRef dir,
