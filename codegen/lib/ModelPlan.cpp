@@ -1,10 +1,12 @@
 //===- ModelPlan.cpp - lower the step function to kernel calls ------------===//
+//
+// The structure of the plan: kernels, pack tensors as stored, caches, steps.
+// The tensors' data (conversion, quantization) is PlanWeights.cpp's.
+//
+//===----------------------------------------------------------------------===//
 #include "spark/Codegen/ModelPlan.h"
-#include "spark/Codegen/PackReader.h"
-#include "spark/Codegen/Quantize.h"
 
 #include "spark/Dialect/SparkOps.h"
-#include "spark/Import/FloatFormats.h"
 #include "spark/Targets/Target.h"
 #include "spark/model_abi.h"
 
@@ -13,7 +15,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/Parallel.h"
 
 #include <array>
 #include <cmath>
@@ -30,113 +31,16 @@ uint64_t fnv1a(llvm::StringRef text, uint64_t seed) {
   return h;
 }
 
+std::string sideTensorName(llvm::StringRef tensor, PackTensor::Role role) {
+  return (tensor + (role == PackTensor::Role::Scales ? ".scales" : ".zeros"))
+      .str();
+}
+
 int64_t PackTensor::elements() const {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
   return n;
-}
-
-void PackTensor::releaseValues(int64_t first, int64_t count) const {
-  if (source) {
-    // Never past the tensor: the pages after it may be another mapping's.
-    const int64_t end = std::min(first + count, source->numElements());
-    first = std::max<int64_t>(first, 0);
-    if (end > first)
-      releaseResidentPages(*source, first, end - first);
-  }
-  int64_t partStart = 0;
-  for (const TensorView *part : parts) {
-    int64_t from = std::max(first, partStart),
-            to = std::min(first + count, partStart + part->numElements());
-    if (to > from)
-      releaseResidentPages(*part, from - partStart, to - from);
-    partStart += part->numElements();
-  }
-}
-
-void PackTensor::releaseElements(int64_t first, int64_t count) const {
-  if (rowBytes > 0) // the values of the rows [first, first + count) ends
-    return releaseValues(first / rowBytes * codeCols,
-                         ((first + count) / rowBytes - first / rowBytes) *
-                             codeCols);
-  const int64_t values = group > 0 ? 2 : 1; // two 4-bit codes a byte
-  releaseValues(first * values, count * values);
-}
-
-void PackTensor::readValues(int64_t first, int64_t count, float *out) const {
-  if (source)
-    return source->elements(first, count, out);
-  int64_t partStart = 0;
-  for (const TensorView *part : parts) {
-    int64_t from = std::max(first, partStart),
-            to = std::min(first + count, partStart + part->numElements());
-    if (to > from)
-      part->elements(from - partStart, to - from, out + (from - first));
-    partStart += part->numElements();
-  }
-  if (parts.empty())
-    std::copy(values.begin() + first, values.begin() + first + count, out);
-}
-
-void PackTensor::readElements(int64_t first, int64_t count, float *out) const {
-  if (group == 0) {
-    readValues(first, count, out);
-    if (!rowScales.empty()) // codes: each value over its row's scale
-      for (int64_t i = 0; i < count; ++i)
-        out[i] /= rowScales[(first + i) / shape.back()];
-    return;
-  }
-  if (rowBytes == 0)
-    return readCodeBytes(first, count, out);
-  // Grouped rows: each row's code bytes, then the bytes of its f16 scales
-  // and zero points (little endian), then zeros up to rowBytes.
-  const int64_t codeBytes = codeCols / 2, groups = codeCols / group;
-  for (int64_t at = first, end = first + count; at < end;) {
-    const int64_t row = at / rowBytes, column = at % rowBytes;
-    if (column < codeBytes) {
-      const int64_t n = std::min(end - at, codeBytes - column);
-      readCodeBytes(row * codeBytes + column, n, out + (at - first));
-      at += n;
-      continue;
-    }
-    const int64_t side = column - codeBytes;
-    uint16_t half = 0;
-    if (side < 2 * groups)
-      half = floatToHalf(groupScales[row * groups + side / 2]);
-    else if (!symmetricGroups && side < 4 * groups)
-      half = floatToHalf(groupZeros[row * groups + (side - 2 * groups) / 2]);
-    out[at - first] = float(side % 2 == 0 ? half & 0xff : half >> 8);
-    ++at;
-  }
-}
-
-void PackTensor::readCodeBytes(int64_t first, int64_t count, float *out) const {
-  if (!this->codes.empty()) { // chosen by GPTQ
-    for (int64_t i = 0; i < count; ++i)
-      out[i] = float(this->codes[size_t(2 * (first + i))]) +
-               16.0f * float(this->codes[size_t(2 * (first + i) + 1)]);
-    return;
-  }
-  // Bytes of two 4-bit codes: the values of the 2 * count codes, then each
-  // group's 1 / scale once, as quantizeInt4 computes it.
-  std::vector<float> codes(2 * count);
-  readValues(2 * first, 2 * count, codes.data());
-  const int64_t groups = codeCols / group;
-  int64_t groupIndex = -1;
-  float inverse = 0.0f, zero = 0.0f;
-  for (int64_t i = 0; i < 2 * count; ++i) {
-    const int64_t at = 2 * first + i;
-    const int64_t g = (at / codeCols) * groups + (at % codeCols) / group;
-    if (g != groupIndex) {
-      groupIndex = g;
-      inverse = 1.0f / groupScales[g];
-      zero = groupZeros[g];
-    }
-    codes[i] = int4Code(codes[i], inverse, zero);
-  }
-  for (int64_t i = 0; i < count; ++i)
-    out[i] = codes[2 * i] + 16.0f * codes[2 * i + 1];
 }
 
 uint64_t PackTensor::bytes() const {
@@ -183,9 +87,7 @@ struct Storage {
 
 class Planner {
 public:
-  Planner(const Checkpoint &ckpt, const BuildOptions &options)
-      : ckpt(ckpt), options(options) {
-    plan.config = ckpt.config();
+  explicit Planner(const BuildOptions &options) : options(options) {
     plan.options = options;
     if (llvm::Expected<TargetInfo> target =
             targetFor(options.target, options.amxKernel))
@@ -201,29 +103,6 @@ private:
   int kernel(const KernelSpec &spec);
   int weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
                    llvm::Error &err);
-  int addTensor(PackTensor tensor, StringRef symbol);
-  /// A tensor stored beside a quantized weight (its scales, zero points).
-  struct SideTensor {
-    PackTensor::Role role;
-    DType dtype;
-    std::vector<int64_t> shape;
-  };
-  /// The pack's name of a quantized tensor's scales or zero points.
-  static std::string sideName(const std::string &tensor,
-                              PackTensor::Role role) {
-    return tensor + (role == PackTensor::Role::Scales ? ".scales" : ".zeros");
-  }
-  /// Where the scales or zero points of a quantized weight are recorded.
-  llvm::StringMap<int> &sideIndex(PackTensor::Role role) {
-    return role == PackTensor::Role::Scales ? scalesIndex : zerosIndex;
-  }
-  /// With BuildOptions::weightsFrom: takes the stored codes of `tensor` and
-  /// its `sides` (scales first, then zero points) from that pack if it holds
-  /// them all with these dtypes and shapes (adding the sides to the plan, as
-  /// the quantization would); false, and nothing changed, if not.
-  bool reuseQuantized(PackTensor &tensor, llvm::ArrayRef<int64_t> storedShape,
-                      DType storedType, llvm::ArrayRef<SideTensor> sides,
-                      StringRef symbol);
   std::array<int, 4> ropeTables(RopeTableOp table);
   int constantTensor(ConstantOp constant);
   int64_t newValue(Value v, int64_t features);
@@ -231,19 +110,19 @@ private:
   View weightView(int tensor);
   /// The views a quantized matrix's kernel takes: its codes, then its
   /// scales and (asymmetric 4-bit) zero points, as the tensor stores them.
-  std::vector<Step::Arg> quantizedViews(int tensor, StringRef symbol);
+  std::vector<Step::Arg> quantizedViews(int tensor);
   llvm::Error cacheOf(Operation *op, Value cache, int &index);
 
-  const Checkpoint &ckpt;
   const BuildOptions &options;
   bool groupedRows = false; // TargetInfo::groupedRows
   ModelPlan plan;
   llvm::DenseMap<Value, Storage> storage;
   std::map<std::string, int> kernelIndex;
   llvm::StringMap<int> tensorIndex;
-  llvm::StringMap<int> scalesIndex; // quantized weight -> its scales tensor
-  llvm::StringMap<int> zerosIndex;  // 4-bit weight -> its zero points
   int currentStep() const { return int(plan.steps.size()); }
+  // Read off the step function: one key and one value cache per layer, the
+  // residual stream as wide as the embedding lookup's rows.
+  int64_t numLayers = 0, hiddenSize = -1;
   std::map<int, int> layerOutputs; // decoder layer -> step of its output
 };
 
@@ -262,222 +141,71 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
   if (it != tensorIndex.end())
     return it->second;
   auto weight = SymbolTable::lookupNearestSymbolFrom<WeightOp>(op, symbol);
-  auto checkpointTensor = [&](StringRef name) -> const TensorView * {
-    for (const TensorView *t :
-         {&ckpt.embedding(), &ckpt.finalNorm(), &ckpt.outputHead()})
-      if (t->name == name)
-        return t;
-    for (const LayerTensors &layer : ckpt.layers())
-      for (const TensorView *t :
-           {layer.inputNorm, layer.qkv, layer.q, layer.k, layer.v,
-            layer.attnGate, layer.out, layer.postNorm, layer.gateUp, layer.gate,
-            layer.up, layer.down})
-        if (t && t->name == name)
-          return t;
-    return nullptr;
-  };
+  if (!weight) {
+    err = error(op, "weight " + symbol.getValue() +
+                        " is not a spark.weight of the module");
+    return -1;
+  }
   PackTensor tensor;
   tensor.name = symbol.getValue().str();
   tensor.dtype = dtype;
-  if (weight && weight.getPartsAttr()) {
-    // A stacked weight (spark-fuse-projections): its parts, row after row.
-    for (Attribute part : weight.getPartsAttr()) {
-      StringRef name = cast<FlatSymbolRefAttr>(part).getValue();
-      const TensorView *t = checkpointTensor(name);
-      if (!t) {
-        err = error(op, "weight part " + name +
-                            " is not a tensor of the checkpoint");
-        return -1;
-      }
-      tensor.parts.push_back(t);
-    }
-    auto shape = weight.getTensorType().getShape();
-    tensor.shape.assign(shape.begin(), shape.end());
-  } else {
-    const TensorView *source = checkpointTensor(symbol.getValue());
-    if (!weight || !source) {
-      err = error(op, "weight " + symbol.getValue() +
-                          " is not a tensor of the checkpoint");
-      return -1;
-    }
-    tensor.shape = source->shape;
-    tensor.source = source;
+  auto shape = weight.getTensorType().getShape();
+  tensor.shape.assign(shape.begin(), shape.end());
+  if (weight.getPartsAttr()) // stacked (spark-fuse-projections), row by row
+    for (Attribute part : weight.getPartsAttr())
+      tensor.sources.push_back(cast<FlatSymbolRefAttr>(part).getValue().str());
+  else
+    tensor.sources.push_back(tensor.name);
+  QuantAttr quant = weight.getQuantAttr();
+  if (quant && tensor.shape.size() != 2) {
+    err =
+        error(op, "quantized weight " + symbol.getValue() + " is not a matrix");
+    return -1;
   }
-  if (weight && weight.getQuantAttr() && weight.getQuantAttr().getBits() == 4) {
+  // A quantized weight's scales (and zero points) come before it in the
+  // pack, as the weight pack has always ordered them.
+  auto side = [&](PackTensor::Role role, DType type,
+                  std::vector<int64_t> sideShape) {
+    PackTensor t;
+    t.role = role;
+    t.name = sideTensorName(tensor.name, role);
+    t.dtype = type;
+    t.shape = std::move(sideShape);
+    plan.tensors.push_back(std::move(t));
+    return int(plan.tensors.size()) - 1;
+  };
+  const int64_t rows = tensor.shape[0], cols = tensor.shape.back();
+  if (quant && quant.getBits() == 4) {
     // 4-bit codes in groups along the input dimension: asymmetric (w4a16)
-    // or symmetric (w4a8, zero point 8).
-    const int64_t rows = tensor.shape[0], cols = tensor.shape.back();
-    const int64_t group = weight.getQuantAttr().getGroupSize();
-    const int64_t groups = cols / group;
-    const bool symmetric = weight.getQuantAttr().getSymmetric();
+    // or symmetric (w4a8, zero point 8, not stored). Grouped rows (the
+    // target's layout): one tensor, each row's codes, scales and zero
+    // points; else the scales and zero points are tensors of their own.
+    const int64_t group = quant.getGroupSize(), groups = cols / group;
     tensor.dtype = DType::U8;
     tensor.codeCols = cols;
     tensor.group = group;
-    tensor.symmetricGroups = symmetric;
-    // Grouped rows (the target's layout): one tensor, each row's codes,
-    // scales and zero points; else the scales and zero points are tensors
-    // of their own beside the codes.
-    std::vector<SideTensor> sides;
+    tensor.symmetricGroups = quant.getSymmetric();
     if (groupedRows) {
-      tensor.rowBytes = spark_grouped_row_bytes(cols, group, symmetric);
+      tensor.rowBytes =
+          spark_grouped_row_bytes(cols, group, tensor.symmetricGroups);
       tensor.layout = SPARK_LAYOUT_GROUPED_ROWS;
     } else {
-      sides.push_back({PackTensor::Role::Scales, DType::F16, {rows, groups}});
-      if (!symmetric) // zero points 8, not stored
-        sides.push_back({PackTensor::Role::Zeros, DType::F16, {rows, groups}});
+      tensor.scales =
+          side(PackTensor::Role::Scales, DType::F16, {rows, groups});
+      if (!tensor.symmetricGroups)
+        tensor.zeros =
+            side(PackTensor::Role::Zeros, DType::F16, {rows, groups});
     }
-    const int64_t storedCols = groupedRows ? tensor.rowBytes : cols / 2;
-    if (reuseQuantized(tensor, {rows, storedCols}, DType::U8, sides,
-                       symbol.getValue()))
-      return addTensor(std::move(tensor), symbol.getValue());
-    tensor.groupScales.resize(rows * groups);
-    tensor.groupZeros.resize(rows * groups);
-    // Calibrated importance of each input channel (mean x^2), if any.
-    const std::vector<float> *importance = nullptr;
-    if (auto it = options.importance.find(symbol.getValue().str());
-        it != options.importance.end() && int64_t(it->second.size()) == cols)
-      importance = &it->second;
-    // --gptq: the whole matrix rounded at once against its input's second
-    // moment.
-    const std::vector<float> *moment = nullptr;
-    if (options.secondMoments)
-      if (auto it = options.secondMoments->find(symbol.getValue().str());
-          it != options.secondMoments->end() &&
-          int64_t(it->second.size()) == cols * cols)
-        moment = &it->second;
-    if (moment) {
-      std::vector<float> values(size_t(rows * cols));
-      tensor.readValues(0, rows * cols, values.data());
-      tensor.releaseValues(0, rows * cols);
-      std::vector<Int4Group> grids(size_t(rows * groups));
-      tensor.codes.resize(size_t(rows * cols));
-      if (!gptqInt4(values.data(), rows, cols, group, symmetric, moment->data(),
-                    grids.data(), tensor.codes.data())) {
-        err = error(op, "--gptq: the calibrated second moment of " +
-                            symbol.getValue() +
-                            "'s input is not positive definite");
-        return -1;
-      }
-      for (size_t i = 0; i < grids.size(); ++i) {
-        tensor.groupScales[i] = grids[i].scale;
-        tensor.groupZeros[i] = grids[i].zero;
-      }
-    }
-    // Blocks of 1024 rows, their rows searched in parallel; each block's
-    // checkpoint pages are released after it (bounded RSS while streaming).
-    for (int64_t block = 0; block < rows && !moment; block += 1024) {
-      const int64_t end = std::min<int64_t>(rows, block + 1024);
-      llvm::parallelFor(block, end, [&](size_t r) {
-        std::vector<float> row(cols);
-        tensor.readValues(int64_t(r) * cols, cols, row.data());
-        for (int64_t g = 0; g < groups; ++g) {
-          const float *values = row.data() + g * group;
-          const float *weights =
-              importance ? importance->data() + g * group : nullptr;
-          Int4Group q = symmetric
-                            ? searchSymmetricInt4Group(values, group, weights)
-                            : searchInt4Group(values, group, weights);
-          tensor.groupScales[r * groups + g] = q.scale;
-          tensor.groupZeros[r * groups + g] = q.zero;
-        }
-      });
-      tensor.releaseValues(block * cols, (end - block) * cols);
-    }
-    for (auto [role, values] :
-         {std::pair{PackTensor::Role::Scales, &tensor.groupScales},
-          {PackTensor::Role::Zeros, &tensor.groupZeros}}) {
-      if (symmetric && values == &tensor.groupZeros)
-        continue; // all 8
-      // Half precision: 4 + 2 x 16 / 128 = 4.25 bits per weight. Zero points
-      // (0..15) are exact; scales are rounded to f16 here so the codes
-      // below are chosen against the scales the kernels will read.
-      for (float &v : *values)
-        v = halfToFloat(floatToHalf(v));
-      if (groupedRows)
-        continue; // stored in the rows
-      PackTensor side;
-      side.role = role;
-      side.name = sideName(tensor.name, role);
-      side.dtype = DType::F16;
-      side.shape = std::vector<int64_t>{rows, groups};
-      side.values = *values;
-      sideIndex(role)[symbol.getValue()] = int(plan.tensors.size());
-      plan.tensors.push_back(std::move(side));
-    }
-    tensor.shape = std::vector<int64_t>{rows, storedCols}; // bytes
-  } else if (weight && weight.getQuant()) {
-    // w8a16: symmetric int8 per output row; scale = max |row| / 127.
+    tensor.shape = {rows, groupedRows ? tensor.rowBytes : cols / 2}; // bytes
+  } else if (quant) {
+    // Symmetric int8, one f32 scale per output row.
     tensor.dtype = DType::I8;
-    const int64_t rows = tensor.shape[0], cols = tensor.shape.back();
-    if (reuseQuantized(tensor, {rows, cols}, DType::I8,
-                       {{PackTensor::Role::Scales, DType::F32, {rows}}},
-                       symbol.getValue()))
-      return addTensor(std::move(tensor), symbol.getValue());
-    tensor.rowScales.resize(rows);
-    // The scan streams the checkpoint mapping: release what it read every
-    // 1024 rows to keep RSS bounded.
-    for (int64_t block = 0; block < rows; block += 1024) {
-      const int64_t end = std::min<int64_t>(rows, block + 1024);
-      llvm::parallelFor(block, end, [&](size_t r) {
-        std::vector<float> row(cols);
-        tensor.readValues(int64_t(r) * cols, cols, row.data());
-        tensor.rowScales[r] =
-            symmetricInt8Scale([&](int64_t c) { return row[c]; }, cols);
-      });
-      tensor.releaseValues(block * cols, (end - block) * cols);
-    }
-    PackTensor scales;
-    scales.role = PackTensor::Role::Scales;
-    scales.name = sideName(tensor.name, scales.role);
-    scales.shape = {rows};
-    scales.values = tensor.rowScales;
-    scalesIndex[symbol.getValue()] = int(plan.tensors.size());
-    plan.tensors.push_back(std::move(scales));
+    tensor.scales = side(PackTensor::Role::Scales, DType::F32, {rows});
   }
-  return addTensor(std::move(tensor), symbol.getValue());
-}
-
-int Planner::addTensor(PackTensor tensor, StringRef symbol) {
   int index = int(plan.tensors.size());
   plan.tensors.push_back(std::move(tensor));
-  tensorIndex[symbol] = index;
+  tensorIndex[symbol.getValue()] = index;
   return index;
-}
-
-bool Planner::reuseQuantized(PackTensor &tensor,
-                             llvm::ArrayRef<int64_t> storedShape,
-                             DType storedType, llvm::ArrayRef<SideTensor> sides,
-                             StringRef symbol) {
-  if (!plan.weightsFrom)
-    return false;
-  std::optional<PackReader::Stored> codes =
-      plan.weightsFrom->find(tensor.name, storedType, tensor.layout, storedShape);
-  if (!codes)
-    return false;
-  std::vector<PackReader::Stored> found;
-  for (size_t i = 0; i < sides.size(); ++i) {
-    std::optional<PackReader::Stored> side = plan.weightsFrom->find(
-        sideName(tensor.name, sides[i].role), sides[i].dtype,
-        SPARK_LAYOUT_ROW_MAJOR, sides[i].shape);
-    if (!side)
-      return false;
-    found.push_back(*side);
-  }
-  for (size_t i = 0; i < sides.size(); ++i) {
-    PackTensor side;
-    side.role = sides[i].role;
-    side.name = sideName(tensor.name, side.role);
-    side.dtype = sides[i].dtype;
-    side.shape = sides[i].shape;
-    side.stored = found[i].bytes;
-    side.storedChecksum = found[i].checksum;
-    sideIndex(side.role)[symbol] = int(plan.tensors.size());
-    plan.tensors.push_back(std::move(side));
-  }
-  tensor.shape.assign(storedShape.begin(), storedShape.end());
-  tensor.stored = codes->bytes;
-  tensor.storedChecksum = codes->checksum;
-  return true;
 }
 
 std::array<int, 4> Planner::ropeTables(RopeTableOp table) {
@@ -607,15 +335,15 @@ static Step::Arg scalarArg(Step::Arg::Kind kind, int64_t bound = 0,
   return a;
 }
 
-std::vector<Step::Arg> Planner::quantizedViews(int tensor, StringRef symbol) {
+std::vector<Step::Arg> Planner::quantizedViews(int tensor) {
   const PackTensor &t = plan.tensors[tensor];
   std::vector<Step::Arg> args;
   if (t.rowBytes == 0) {
     args.push_back(viewArg(weightView(tensor)));
     if (t.dtype == DType::I8 || t.dtype == DType::U8)
-      args.push_back(viewArg(weightView(scalesIndex.lookup(symbol))));
+      args.push_back(viewArg(weightView(t.scales)));
     if (t.dtype == DType::U8 && !t.symmetricGroups)
-      args.push_back(viewArg(weightView(zerosIndex.lookup(symbol))));
+      args.push_back(viewArg(weightView(t.zeros)));
     return args;
   }
   // Grouped rows: [K/2, N] codes, then [K/group, N] f16 scales and zero
@@ -674,7 +402,7 @@ llvm::Error Planner::lower(Operation *op) {
     ids.hasRows = true;
     ids.rowStride = 1;
     step.args = {viewArg(ids)};
-    llvm::append_range(step.args, quantizedViews(table, embed.getTable()));
+    llvm::append_range(step.args, quantizedViews(table));
     step.args.push_back(output(embed.getResult()));
   } else if (auto norm = dyn_cast<RMSNormOp>(op)) {
     if (norm.getOutputScale())
@@ -717,10 +445,9 @@ llvm::Error Planner::lower(Operation *op) {
     spec.phase = Phase::Decode;
     step.decodeKernel = kernel(spec);
     step.args = {input(in)};
-    llvm::append_range(step.args, quantizedViews(w, symbol.getValue()));
+    llvm::append_range(step.args, quantizedViews(w));
     if (options.probeInputs) {
-      step.probeInput =
-          int(plan.config.numLayers + int64_t(plan.inputProbes.size()));
+      step.probeInput = int(numLayers + int64_t(plan.inputProbes.size()));
       plan.inputProbes.push_back(symbol.getValue().str());
     }
     if (spec.inputBits == 8) { // the static input scale, or 0: per token
@@ -889,7 +616,7 @@ llvm::Error Planner::lower(Operation *op) {
   step.layer = layerOf(op->getLoc());
   // The last residual add of a decoder layer is that layer's output.
   if (step.layer >= 0 && isa<AddOp>(op) &&
-      width(op->getResult(0)) == plan.config.hiddenSize)
+      width(op->getResult(0)) == hiddenSize)
     layerOutputs[step.layer] = currentStep();
   plan.steps.push_back(std::move(step));
   return llvm::Error::success();
@@ -903,19 +630,10 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
   Block &body = step.getBody().front();
   if (body.getNumArguments() < 2 || (body.getNumArguments() - 2) % 2 != 0)
     return error(step, "@step takes (ids, positions, k/v caches...)");
-  std::string configText =
-      llvm::formatv("{0}", llvm::json::Value(plan.config.toJSON())).str();
-  plan.configHash = fnv1a(configText);
-  if (!options.weightsFrom.empty()) {
-    auto reader = PackReader::open(options.weightsFrom);
-    if (!reader)
-      return reader.takeError();
-    if ((*reader)->configHash() != plan.configHash)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "%s: built for another model configuration than this checkpoint's",
-          options.weightsFrom.c_str());
-    plan.weightsFrom = std::move(*reader);
+  numLayers = (body.getNumArguments() - 2) / 2;
+  for (EmbedOp embed : step.getOps<EmbedOp>()) {
+    hiddenSize = width(embed.getResult());
+    break;
   }
   storage[body.getArgument(0)] = {Storage::Kind::Tokens, 0, 0, 1};
   storage[body.getArgument(1)] = {Storage::Kind::Positions, 0, 0, 1};
@@ -977,9 +695,25 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
       return error(module, "a value has no spark.arena_offset (run "
                            "spark-plan-memory)");
 
-  std::string abi = llvm::formatv("abi2;ctx{0};chunk{1};", options.maxContext,
-                                  options.maxChunk)
-                        .str();
+  return std::move(plan);
+}
+
+} // namespace
+
+llvm::Expected<ModelPlan> planModel(ModuleOp module,
+                                    const BuildOptions &options) {
+  return Planner(options).run(module);
+}
+
+void setPlanConfig(ModelPlan &plan, const ModelConfig &config) {
+  plan.config = config;
+  plan.configHash =
+      fnv1a(llvm::formatv("{0}", llvm::json::Value(config.toJSON())).str());
+  // Everything the driver and the pack must agree on.
+  std::string abi =
+      llvm::formatv("abi2;ctx{0};chunk{1};", plan.options.maxContext,
+                    plan.options.maxChunk)
+          .str();
   for (const KernelSpec &k : plan.kernels)
     abi += k.name() + ";";
   for (const PackTensor &t : plan.tensors)
@@ -988,14 +722,16 @@ llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
     abi += llvm::formatv("{0}:{1}:{2};", c.ring, c.slots, c.kvHeads * c.headDim)
                .str();
   plan.abiHash = fnv1a(abi, plan.configHash);
-  return std::move(plan);
 }
-
-} // namespace
 
 llvm::Expected<ModelPlan> planModel(ModuleOp module, const Checkpoint &ckpt,
                                     const BuildOptions &options) {
-  return Planner(ckpt, options).run(module);
+  llvm::Expected<ModelPlan> plan = planModel(module, options);
+  if (!plan)
+    return plan.takeError();
+  if (llvm::Error e = loadWeights(*plan, ckpt))
+    return e;
+  return plan;
 }
 
 } // namespace spark

@@ -775,10 +775,13 @@ int main(int argc, char **argv) {
   if (emit == EmitStage::Optimized)
     return writeText(printModule);
 
+  // The plan and the driver need the pack's structure, not its data: no
+  // weight is quantized for them.
   Expected<spark::ModelPlan> plan =
-      spark::planModel(*module, **checkpoint, spark::buildOptions(build));
+      spark::planModel(*module, spark::buildOptions(build));
   if (!plan)
     return fail(toString(plan.takeError()));
+  spark::setPlanConfig(*plan, (*checkpoint)->config());
   if (emit == EmitStage::Plan) {
     Expected<mlir::OwningOpRef<mlir::ModuleOp>> planIR =
         spark::planToIR(*plan, context);

@@ -75,6 +75,13 @@ struct PackTensor {
   DType dtype = DType::F32;
   int layout = 0; // spark_layout
   std::vector<int64_t> shape;
+  /// The checkpoint tensors it holds (planModel): its own name, or the parts
+  /// of a stacked weight, row after row; loadWeights() maps them to source
+  /// or parts.
+  std::vector<std::string> sources;
+  /// A quantized weight's scales and (dense asymmetric 4-bit codes) zero
+  /// points: indices into ModelPlan::tensors, or -1.
+  int scales = -1, zeros = -1;
   const TensorView *source = nullptr;    // checkpoint data, converted to dtype
   std::vector<const TensorView *> parts; // or stacked checkpoint tensors
   std::vector<float> values;             // or values computed at compile time
@@ -189,10 +196,29 @@ struct ModelPlan {
   std::shared_ptr<PackReader> weightsFrom;
 };
 
+/// The kernel plan of a module the pass pipeline ran on: its distinct
+/// kernels, the weight pack's tensors as they will be stored (shapes,
+/// layouts, quantization; no data yet), the caches, the steps and the
+/// arena. Needs no checkpoint (spark-lower-to-kernels prints it in
+/// spark-opt); the config and hashes are set by setPlanConfig().
+llvm::Expected<ModelPlan> planModel(mlir::ModuleOp module,
+                                    const BuildOptions &options);
+/// The model configuration, and the config and ABI hashes the driver and
+/// the weight pack carry.
+void setPlanConfig(ModelPlan &plan, const ModelConfig &config);
+/// setPlanConfig() with the checkpoint's config, then the data of every pack
+/// tensor: checkpoint tensors converted or quantized as the plan stores them
+/// (the 4-bit group search, weighted by calibrated importance, or GPTQ
+/// against calibrated second moments: BuildOptions), or the stored bytes of
+/// BuildOptions::weightsFrom where they match. Errors name the tensor.
+llvm::Error loadWeights(ModelPlan &plan, const Checkpoint &checkpoint);
+/// planModel() and loadWeights(): the plan a library build writes.
 llvm::Expected<ModelPlan> planModel(mlir::ModuleOp module,
                                     const Checkpoint &checkpoint,
                                     const BuildOptions &options);
-
+/// The pack's name of a quantized tensor's scales (NAME.scales) or zero
+/// points (NAME.zeros).
+std::string sideTensorName(llvm::StringRef tensor, PackTensor::Role role);
 /// 64-bit FNV-1a, for the config and ABI hashes.
 uint64_t fnv1a(llvm::StringRef text, uint64_t seed = 0xcbf29ce484222325ull);
 
