@@ -31,6 +31,13 @@ uint64_t fnv1a(llvm::StringRef text, uint64_t seed) {
   return h;
 }
 
+char PlanError::ID = 0;
+
+void PlanError::log(llvm::raw_ostream &os) const {
+  loc.print(os);
+  os << ": " << message_;
+}
+
 std::string sideTensorName(llvm::StringRef tensor, PackTensor::Role role) {
   return (tensor + (role == PackTensor::Role::Scales ? ".scales" : ".zeros"))
       .str();
@@ -50,11 +57,7 @@ uint64_t PackTensor::bytes() const {
 namespace {
 
 llvm::Error error(Operation *op, const llvm::Twine &message) {
-  std::string location;
-  llvm::raw_string_ostream os(location);
-  op->getLoc().print(os);
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s: %s",
-                                 os.str().c_str(), message.str().c_str());
+  return llvm::make_error<PlanError>(op->getLoc(), message.str());
 }
 
 /// The decoder layer an op was imported for (its location's #spark.layer,

@@ -3,6 +3,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "spark/Codegen/Passes.h"
 #include "spark/Dialect/KernelOps.h"
 #include "spark/Dialect/SparkDialect.h"
 #include "spark/Passes/Passes.h"
@@ -16,14 +17,15 @@ int main(int argc, char **argv) {
   for (auto &entry : llvm::cl::getRegisteredOptions()) {
     llvm::StringRef name = entry.first;
     if (name != "help" && name != "help-hidden" && name != "help-list" &&
-        name != "help-list-hidden" && name != "version" && name != "print-options" &&
-        name != "print-all-options")
+        name != "help-list-hidden" && name != "version" &&
+        name != "print-options" && name != "print-all-options")
       entry.second->setHiddenFlag(llvm::cl::Hidden);
   }
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
   spark::registerSparkPasses();
+  spark::registerSparkCodegenPasses();
 
   mlir::DialectRegistry registry;
   registry.insert<spark::SparkDialect, spark::kernel::KernelDialect,

@@ -196,6 +196,25 @@ struct ModelPlan {
   std::shared_ptr<PackReader> weightsFrom;
 };
 
+/// An error of planModel() at an op of the module: message() is "LOC: TEXT";
+/// spark-lower-to-kernels reports TEXT at the location.
+class PlanError : public llvm::ErrorInfo<PlanError> {
+public:
+  static char ID;
+  PlanError(mlir::Location location, std::string text)
+      : loc(location), message_(std::move(text)) {}
+  mlir::Location location() const { return loc; }
+  const std::string &text() const { return message_; }
+  void log(llvm::raw_ostream &os) const override;
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
+
+private:
+  mlir::Location loc;
+  std::string message_;
+};
+
 /// The kernel plan of a module the pass pipeline ran on: its distinct
 /// kernels, the weight pack's tensors as they will be stored (shapes,
 /// layouts, quantization; no data yet), the caches, the steps and the
