@@ -53,27 +53,30 @@ struct LowerToKernels : public impl::SparkLowerToKernelsBase<LowerToKernels> {
       return;
     }
     // Unless given, the context spark-kv-layout laid the caches out for.
+    int64_t context = maxContext;
     if (!maxContext.hasValue())
       if (auto held = module->getAttrOfType<IntegerAttr>("spark.max_context"))
-        maxContext = held.getInt();
+        context = held.getInt();
     // Unless given, the chunk spark-plan-memory planned the arena for, else
     // as spark-compile: 64, at most the context.
+    int64_t chunk = maxChunk;
     if (!maxChunk.hasValue()) {
       auto arena = module->getAttrOfType<DictionaryAttr>("spark.arena");
       auto rows = arena ? arena.getAs<IntegerAttr>("rows") : IntegerAttr();
-      if (rows && rows.getInt() >= kPrefillRowMultiple)
-        maxChunk = rows.getInt() - (kPrefillRowMultiple - 1);
+      // arenaRows(chunk, m) = chunk + arenaRows(0, m)
+      const int64_t extra = arenaRows(0, kPrefillRowMultiple);
+      if (rows && rows.getInt() > extra)
+        chunk = rows.getInt() - extra;
       else
-        maxChunk = std::min<int64_t>(maxChunk, maxContext);
+        chunk = std::min<int64_t>(chunk, context);
     }
-    if (maxContext < 1 || maxChunk < 1 || maxChunk > maxContext) {
-      fail() << "max-chunk " << int64_t(maxChunk) << " and max-context "
-             << int64_t(maxContext)
+    if (context < 1 || chunk < 1 || chunk > context) {
+      fail() << "max-chunk " << chunk << " and max-context " << context
              << ": expected 1 <= max-chunk <= max-context";
       return;
     }
-    options.maxContext = maxContext;
-    options.maxChunk = maxChunk;
+    options.maxContext = context;
+    options.maxChunk = chunk;
     options.probeInputs = probeInputs;
 
     llvm::Expected<ModelPlan> plan = planModel(module, options);

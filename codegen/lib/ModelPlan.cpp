@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "spark/Codegen/ModelPlan.h"
+#include "spark/Codegen/PlanIR.h"
 
 #include "spark/Dialect/SparkOps.h"
 #include "spark/Targets/Target.h"
@@ -120,7 +121,9 @@ private:
   bool groupedRows = false; // TargetInfo::groupedRows
   ModelPlan plan;
   llvm::DenseMap<Value, Storage> storage;
-  std::map<std::string, int> kernelIndex;
+  /// Kernels by their spec attribute: equal specs share one kernel.
+  llvm::DenseMap<Attribute, int> kernelIndex;
+  MLIRContext *context = nullptr;
   llvm::StringMap<int> tensorIndex;
   int currentStep() const { return int(plan.steps.size()); }
   // Read off the step function: one key and one value cache per layer, the
@@ -130,7 +133,7 @@ private:
 };
 
 int Planner::kernel(const KernelSpec &spec) {
-  auto [it, inserted] = kernelIndex.try_emplace(spec.name(), 0);
+  auto [it, inserted] = kernelIndex.try_emplace(specAttr(context, spec), 0);
   if (inserted) {
     it->second = int(plan.kernels.size());
     plan.kernels.push_back(spec);
@@ -626,6 +629,8 @@ llvm::Error Planner::lower(Operation *op) {
 }
 
 llvm::Expected<ModelPlan> Planner::run(ModuleOp module) {
+  context = module.getContext();
+  context->getOrLoadDialect<kernel::KernelDialect>(); // the specs' dialect
   auto step = module.lookupSymbol<func::FuncOp>("step");
   if (!step)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
