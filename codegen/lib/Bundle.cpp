@@ -1,4 +1,5 @@
-//===- Bundle.cpp - the pieces of the --target=s25 bundle ------------------===//
+//===- Bundle.cpp - the pieces of the --target=s25 bundle
+//------------------===//
 //
 // The runtime built for a cross target, and the FastRPC interface, DSP-side
 // implementation and integration notes that let an Android app run the
@@ -9,10 +10,8 @@
 #include "spark/Codegen/Emit.h"
 #include "spark/Kernels/DataFiles.h"
 
-#include "llvm/Object/ArchiveWriter.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Program.h"
 
 using namespace llvm;
 
@@ -29,35 +28,17 @@ Error buildRuntimeLibrary(const TargetInfo &target, StringRef dir) {
     sys::path::append(from, "spark", header);
     sys::path::append(to, header);
     if (std::error_code ec = sys::fs::copy_file(from, to))
-      return createStringError(ec, "%s: %s", from.c_str(), ec.message().c_str());
+      return createStringError(ec, "%s: %s", from.c_str(),
+                               ec.message().c_str());
   }
   SmallString<256> object(dir), archive(dir);
   sys::path::append(object, "runtime.o");
   sys::path::append(archive, "libspark_runtime.a");
-  std::vector<StringRef> args = {target.cc, "-std=gnu11", "-O2"};
-  for (const std::string &flag : target.cflags)
-    args.push_back(flag);
-  std::string includeFlag = "-I" + dataPath("runtime/include");
-  std::string source = dataPath("runtime/lib/runtime.c");
-  for (StringRef a : {StringRef(includeFlag), StringRef("-c"), StringRef(source),
-                      StringRef("-o"), StringRef(object)})
-    args.push_back(a);
-  std::string message;
-  if (sys::ExecuteAndWait(target.cc, args, std::nullopt, {}, 0, 0, &message))
-    return createStringError(inconvertibleErrorCode(),
-                             "compiling the runtime for %s failed%s%s",
-                             stringifyTargetKind(target.kind).data(),
-                             message.empty() ? "" : ": ", message.c_str());
-  Expected<NewArchiveMember> member =
-      NewArchiveMember::getFile(object, /*Deterministic=*/true);
-  if (!member)
-    return member.takeError();
-  member->MemberName = "runtime.o";
-  std::vector<NewArchiveMember> members;
-  members.push_back(std::move(*member));
-  if (Error e = writeArchive(archive, members, SymtabWritingMode::NormalSymtab,
-                             object::Archive::K_GNU, /*Deterministic=*/true,
-                             /*Thin=*/false))
+  if (Error e = compileC(target, dataPath("runtime/lib/runtime.c"), object, {},
+                         "compiling the runtime for " +
+                             stringifyTargetKind(target.kind).str()))
+    return e;
+  if (Error e = archiveObject(object, "runtime.o", archive))
     return e;
   sys::fs::remove(object);
   return Error::success();

@@ -163,14 +163,6 @@ private:
   TemporaryFolder staging;
 };
 
-/// Writes `text` to `path` through a temporary name (writeToOutput).
-Error writeFile(const std::string &path, StringRef text) {
-  return writeToOutput(path, [&](raw_ostream &os) {
-    os << text;
-    return Error::success();
-  });
-}
-
 } // namespace
 
 Build spark::fp32Build(const Build &like, StringRef out, TargetKind target,
@@ -363,7 +355,8 @@ Error spark::compileLibrary(const Checkpoint &checkpoint, const Build &build,
   uint64_t packBytes = 0;
   sys::fs::file_size(folder.file("model.spkw"), packBytes);
   if (calibration)
-    if (Error e = writeFile(folder.file("calibration.json"), calibration->json))
+    if (Error e =
+            writeTextFile(folder.file("calibration.json"), calibration->json))
       return e;
   // The text layer's files travel with the build, so that spark-run OUT
   // --prompt works and an app ships one folder.
@@ -377,8 +370,8 @@ Error spark::compileLibrary(const Checkpoint &checkpoint, const Build &build,
       return error(std::string(from) +
                    ": cannot copy into the build: " + ec.message());
   }
-  if (Error e = writeFile(folder.file("manifest.json"),
-                          emitManifest(*plan, packBytes, build.reproduce)))
+  if (Error e = writeTextFile(folder.file("manifest.json"),
+                              emitManifest(*plan, packBytes, build.reproduce)))
     return e;
   if (Error e = folder.commit())
     return e;
@@ -392,8 +385,8 @@ Error spark::buildS25Bundle(const Checkpoint &checkpoint, const Build &build) {
   if (Error e = folder.create())
     return e;
   if (build.calibration)
-    if (Error e =
-            writeFile(folder.file("calibration.json"), build.calibration->json))
+    if (Error e = writeTextFile(folder.file("calibration.json"),
+                                build.calibration->json))
       return e;
   json::Object parts;
   // The two parts store the same quantized weights (both row-major, the
@@ -457,7 +450,7 @@ Error spark::buildS25Bundle(const Checkpoint &checkpoint, const Build &build) {
        "qemu-hexagon-static) in spark-compile's tests; the FastRPC path "
        "needs the Hexagon SDK and a device and was not run"},
       {"reproduce", build.reproduce}};
-  if (Error e = writeFile(
+  if (Error e = writeTextFile(
           folder.file("manifest.json"),
           formatv("{0:2}", json::Value(std::move(manifest))).str() + "\n"))
     return e;

@@ -61,16 +61,6 @@ Error run(ArrayRef<StringRef> argv, StringRef what) {
   return Error::success();
 }
 
-Error writeText(StringRef path, StringRef text) {
-  std::error_code ec;
-  raw_fd_ostream os(path, ec);
-  if (ec)
-    return createStringError(ec, "%s: %s", path.str().c_str(),
-                             ec.message().c_str());
-  os << text;
-  return Error::success();
-}
-
 /// Builds, schedules and compiles one kernel for one variant into `outputs`.
 Error compileKernel(
     const TargetInfo &target, const KernelSpec &spec,
@@ -89,25 +79,6 @@ Error compileKernel(
                              e.what());
   }
   return Error::success();
-}
-
-/// Compiles C `source` to `object` with the target's compiler.
-Error compileC(const TargetInfo &target, StringRef source, StringRef object,
-               ArrayRef<std::string> extraFlags, StringRef what) {
-  const std::string includes[] = {"-I" + dataPath("runtime/include"),
-                                  "-I" SPARK_HALIDE_INCLUDE_DIR,
-                                  "-I" + dataPath("targets/common/lib")};
-  std::vector<StringRef> args = {target.cc, "-std=gnu11", "-O2", "-Wall",
-                                 "-Werror=implicit-function-declaration"};
-  for (const std::string &flag : target.cflags)
-    args.push_back(flag);
-  for (const std::string &flag : extraFlags)
-    args.push_back(flag);
-  for (const std::string &include : includes)
-    args.push_back(include);
-  for (StringRef a : {StringRef("-c"), source, StringRef("-o"), object})
-    args.push_back(a);
-  return run(args, what);
 }
 
 /// Whether --cflags asks for the sanitizer `name` ("address", "thread").
@@ -180,6 +151,44 @@ Error linkPrivateObject(ArrayRef<std::string> objects, StringRef entryPoint,
 
 } // namespace
 
+Error writeTextFile(StringRef path, StringRef text) {
+  return writeToOutput(path, [&](raw_ostream &os) {
+    os << text;
+    return Error::success();
+  });
+}
+
+Error compileC(const TargetInfo &target, StringRef source, StringRef object,
+               ArrayRef<std::string> extraFlags, StringRef what) {
+  const std::string includes[] = {"-I" + dataPath("runtime/include"),
+                                  "-I" SPARK_HALIDE_INCLUDE_DIR,
+                                  "-I" + dataPath("targets/common/lib")};
+  std::vector<StringRef> args = {target.cc, "-std=gnu11", "-O2", "-Wall",
+                                 "-Werror=implicit-function-declaration"};
+  for (const std::string &flag : target.cflags)
+    args.push_back(flag);
+  for (const std::string &flag : extraFlags)
+    args.push_back(flag);
+  for (const std::string &include : includes)
+    args.push_back(include);
+  for (StringRef a : {StringRef("-c"), source, StringRef("-o"), object})
+    args.push_back(a);
+  return run(args, what);
+}
+
+Error archiveObject(StringRef object, StringRef memberName, StringRef archive) {
+  Expected<NewArchiveMember> member =
+      NewArchiveMember::getFile(object, /*Deterministic=*/true);
+  if (!member)
+    return member.takeError();
+  member->MemberName = memberName; // not the object's temporary path
+  std::vector<NewArchiveMember> members;
+  members.push_back(std::move(*member));
+  return writeArchive(archive, members, SymtabWritingMode::NormalSymtab,
+                      object::Archive::K_GNU, /*Deterministic=*/true,
+                      /*Thin=*/false);
+}
+
 Error emitKernelText(const ModelPlan &plan, KernelText kind,
                      StringRef scratchDir, raw_ostream &os) {
   Expected<TargetInfo> target =
@@ -251,14 +260,14 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
   Expected<std::string> driver = emitDriverSource(plan, target);
   if (!driver)
     return driver.takeError();
-  if (Error e = writeText(driverSource, *driver))
+  if (Error e = writeTextFile(driverSource, *driver))
     return e;
   // The model's header, one of the library's files: the driver includes it
   // (the entry point's prototype).
   Expected<std::string> header = emitModelHeader(plan);
   if (!header)
     return header.takeError();
-  if (Error e = writeText(join(dir, "spark_model.h"), *header))
+  if (Error e = writeTextFile(join(dir, "spark_model.h"), *header))
     return e;
   std::vector<std::string> driverFlags = userCFlags(plan.options);
   driverFlags.push_back("-I" + target.microkernelDir); // dispatchHeader
@@ -349,19 +358,8 @@ Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
   if (Error e =
           linkPrivateObject(objects, plan.options.entryPoint, privateObject))
     return e;
-  std::vector<NewArchiveMember> members;
-  {
-    Expected<NewArchiveMember> member =
-        NewArchiveMember::getFile(privateObject, /*Deterministic=*/true);
-    if (!member)
-      return member.takeError();
-    member->MemberName = "spark_model.o"; // not the temp path
-    members.push_back(std::move(*member));
-  }
-  if (Error e = writeArchive(join(dir, "libspark_model.a"), members,
-                             SymtabWritingMode::NormalSymtab,
-                             object::Archive::K_GNU, /*Deterministic=*/true,
-                             /*Thin=*/false))
+  if (Error e = archiveObject(privateObject, "spark_model.o",
+                              join(dir, "libspark_model.a")))
     return e;
 
   // Native targets: the shared object spark-run, spark-bench and

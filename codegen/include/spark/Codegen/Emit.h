@@ -49,6 +49,23 @@ llvm::Error emitKernelText(const ModelPlan &plan, KernelText kind,
 llvm::Error buildLibrary(const ModelPlan &plan, llvm::StringRef dir,
                          bool executable);
 
+/// Writes `text` to `path` through a temporary name beside it, renamed into
+/// place when complete.
+llvm::Error writeTextFile(llvm::StringRef path, llvm::StringRef text);
+
+/// Compiles C `source` to `object` with the target's compiler and flags
+/// (-std=gnu11 -O2, the runtime's, Halide's and the targets' common
+/// headers), then `extraFlags`; `what` names the step in the error.
+llvm::Error compileC(const TargetInfo &target, llvm::StringRef source,
+                     llvm::StringRef object,
+                     llvm::ArrayRef<std::string> extraFlags,
+                     llvm::StringRef what);
+
+/// Writes `archive`, a deterministic static library of one object, stored
+/// under `memberName`.
+llvm::Error archiveObject(llvm::StringRef object, llvm::StringRef memberName,
+                          llvm::StringRef archive);
+
 /// The C runtime compiled for `target`: `dir`/libspark_runtime.a and
 /// `dir`/include/spark/{runtime,model_abi,pack_format}.h.
 llvm::Error buildRuntimeLibrary(const TargetInfo &target, llvm::StringRef dir);
