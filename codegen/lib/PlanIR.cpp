@@ -86,7 +86,8 @@ public:
           RankedTensorType::get(t.shape, elementType(&context, t.dtype));
       kernel::TensorOp::create(
           b, loc, b.getStringAttr(t.name), TypeAttr::get(type),
-          b.getI64IntegerAttr(t.layout), b.getI64IntegerAttr(t.group));
+          b.getI64IntegerAttr(t.layout), b.getI64IntegerAttr(t.group),
+          t.group > 0 && t.symmetricGroups ? b.getUnitAttr() : UnitAttr());
     }
     for (size_t i = 0; i < plan.caches.size(); ++i) {
       const CacheSpec &c = plan.caches[i];

@@ -289,6 +289,16 @@ LogicalResult StepOp::verifyRegions() {
   return success();
 }
 
+LogicalResult TensorOp::verify() {
+  auto type = cast<RankedTensorType>(getType());
+  if (getGroup() > 0 && !type.getElementType().isUnsignedInteger(8))
+    return emitOpError() << "4-bit codes (group " << getGroup()
+                         << ") are stored as ui8 bytes, got " << type;
+  if (getSymmetric() && getGroup() == 0)
+    return emitOpError() << "symmetric needs 4-bit codes (a group size)";
+  return success();
+}
+
 LogicalResult ViewOp::verify() {
   const bool named = getBase() == Buffer::Weight || getBase() == Buffer::Cache;
   if (named != bool(getSourceAttr()))
@@ -395,6 +405,22 @@ LogicalResult CallOp::verifySymbolUses(SymbolTableCollection &symbols) {
                          << "takes " << expected;
   if (!isa<MemRefType>(getOperands().back().getType()))
     return emitOpError() << "must pass the output view last";
+  // A 4-bit kernel reads its codes (operand 1 of embed and linear) as the
+  // tensor stores them: the same groups, symmetric or not.
+  if (spec.getGroup() > 0)
+    if (auto view = getOperands()[1].getDefiningOp<ViewOp>();
+        view && view.getSourceAttr())
+      if (auto tensor = symbols.lookupNearestSymbolFrom<TensorOp>(
+              *this, view.getSourceAttr());
+          tensor && (int64_t(tensor.getGroup()) != spec.getGroup() ||
+                     tensor.getSymmetric() != spec.getSymmetric()))
+        return emitOpError()
+               << "calls " << getKernelAttr() << " (4-bit groups of "
+               << spec.getGroup()
+               << (spec.getSymmetric() ? ", symmetric" : ", asymmetric")
+               << ") on " << view.getSourceAttr() << ", stored with group "
+               << tensor.getGroup()
+               << (tensor.getSymmetric() ? ", symmetric" : ", asymmetric");
   return success();
 }
 

@@ -90,7 +90,7 @@ spark_kernel.plan attributes {arena_floats = 480, max_chunk = 8, max_rows = 15, 
   spark_kernel.kernel @proj <kind = linear, phase = prefill, weight_type = i8, in = 16, out = 16, input_bits = 8>
   spark_kernel.kernel @proj1 <kind = linear, phase = decode, weight_type = i8, in = 16, out = 16, input_bits = 8>
   spark_kernel.kernel @attn <kind = attention, weight_type = bf16, scale = 0.35 : f64, heads = 2, kv_heads = 1, head_dim = 8, window = 8, slots = 7, ring = true>
-  spark_kernel.tensor @table : tensor<64x128xui8> {group = 128}
+  spark_kernel.tensor @table : tensor<64x128xui8> {group = 128, symmetric}
   spark_kernel.tensor @table.scales : tensor<64x2xf32>
   spark_kernel.tensor @"layer.0.norm" : tensor<16xf32>
   spark_kernel.cache @k : memref<7x1x8xbf16> {layer = 0, ring}

@@ -356,3 +356,36 @@ spark_kernel.plan attributes {arena_floats = 256, max_chunk = 8, max_rows = 8, m
     spark_kernel.cache_write %x to @w : memref<?x16xf32>
   }
 }
+
+// -----
+
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
+  // expected-error @+1 {{4-bit codes (group 32) are stored as ui8 bytes, got 'tensor<4x64xi8>'}}
+  spark_kernel.tensor @w : tensor<4x64xi8> {group = 32}
+  spark_kernel.step(%pos0: i32) {}
+}
+
+// -----
+
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
+  // expected-error @+1 {{symmetric needs 4-bit codes (a group size)}}
+  spark_kernel.tensor @w : tensor<4x64xi8> {symmetric}
+  spark_kernel.step(%pos0: i32) {}
+}
+
+// -----
+
+// An asymmetric 4-bit kernel on symmetric codes.
+spark_kernel.plan attributes {arena_floats = 256, max_chunk = 1, max_rows = 1, max_context = 8} {
+  spark_kernel.kernel @q <kind = linear, weight_type = ui4, in = 128, out = 4, group = 32, row_bytes = 128>
+  spark_kernel.tensor @s.w : tensor<4x128xui8> {group = 32, layout = 2, symmetric}
+  spark_kernel.step(%pos0: i32) {
+    %x = spark_kernel.view arena : memref<?x128xf32>
+    %codes = spark_kernel.view weight @s.w : memref<4x64xui8, strided<[128, 1]>>
+    %scales = spark_kernel.view weight @s.w : memref<4x4xf16, strided<[64, 1], offset: 32>>
+    %zeros = spark_kernel.view weight @s.w : memref<4x4xf16, strided<[64, 1], offset: 36>>
+    %o = spark_kernel.view arena : memref<?x4xf32, strided<[4, 1], offset: 128>>
+    // expected-error @+1 {{calls @q (4-bit groups of 32, asymmetric) on @s.w, stored with group 32, symmetric}}
+    spark_kernel.call @q(%x, %codes, %scales, %zeros, %o) : memref<?x128xf32>, memref<4x64xui8, strided<[128, 1]>>, memref<4x4xf16, strided<[64, 1], offset: 32>>, memref<4x4xf16, strided<[64, 1], offset: 36>>, memref<?x4xf32, strided<[4, 1], offset: 128>>
+  }
+}

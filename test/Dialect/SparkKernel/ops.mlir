@@ -16,8 +16,8 @@ spark_kernel.plan attributes {arena_floats = 480, max_chunk = 8, max_rows = 15, 
   spark_kernel.kernel @proj1 <kind = linear, phase = decode, weight_type = i8, in = 16, out = 16, input_bits = 8>
   // CHECK-NEXT: spark_kernel.kernel @attn <kind = attention, weight_type = bf16, scale = 3.500000e-01 : f64, heads = 2, kv_heads = 1, head_dim = 8, window = 8, slots = 7, ring = true>
   spark_kernel.kernel @attn <kind = attention, weight_type = bf16, scale = 0.35 : f64, heads = 2, kv_heads = 1, head_dim = 8, window = 8, slots = 7, ring = true>
-  // CHECK-NEXT: spark_kernel.tensor @table : tensor<64x128xui8> {group = 128 : i64}
-  spark_kernel.tensor @table : tensor<64x128xui8> {group = 128}
+  // CHECK-NEXT: spark_kernel.tensor @table : tensor<64x128xui8> {group = 128 : i64, symmetric}
+  spark_kernel.tensor @table : tensor<64x128xui8> {group = 128, symmetric}
   // CHECK-NEXT: spark_kernel.tensor @table.scales : tensor<64x2xf32>
   spark_kernel.tensor @table.scales : tensor<64x2xf32>
   // CHECK-NEXT: spark_kernel.tensor @layer.0.norm : tensor<16xf32>
@@ -70,6 +70,9 @@ spark_kernel.plan attributes {arena_floats = 256, max_chunk = 1, max_rows = 1, m
   spark_kernel.kernel @q <kind = linear, weight_type = ui4, in = 128, out = 4, group = 32, row_bytes = 128>
   // CHECK-NEXT: spark_kernel.tensor @q.w : tensor<4x128xui8> {group = 32 : i64, layout = 2 : i64}
   spark_kernel.tensor @q.w : tensor<4x128xui8> {group = 32, layout = 2}
+  // Symmetric 4-bit codes (w4a8): no zero points stored.
+  // CHECK-NEXT: spark_kernel.tensor @s.w : tensor<4x128xui8> {group = 32 : i64, layout = 2 : i64, symmetric}
+  spark_kernel.tensor @s.w : tensor<4x128xui8> {group = 32, layout = 2, symmetric}
   spark_kernel.step(%pos0: i32) {
     %x = spark_kernel.view arena : memref<?x128xf32>
     // CHECK: spark_kernel.view weight @q.w : memref<4x64xui8, strided<[128, 1]>>

@@ -190,13 +190,16 @@ def Kernel_TensorOp : Kernel_Op<"tensor", [Symbol,
   let summary = "a tensor of the weight pack, as stored";
   let description = [{
     `layout`: the pack's spark_layout code; 4-bit codes are stored as `ui8`
-    bytes, two codes each, and `group` gives their group size.
+    bytes, two codes each, and `group` gives their group size; `symmetric`
+    4-bit codes have the zero point 8, and no zero points are stored.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<AnyStaticShapeTensor>:$type,
                        DefaultValuedAttr<I64Attr, "0">:$layout,
-                       DefaultValuedAttr<I64Attr, "0">:$group);
+                       DefaultValuedAttr<I64Attr, "0">:$group,
+                       UnitAttr:$symmetric);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
 }
 
 def Kernel_CacheOp : Kernel_Op<"cache", [Symbol,
