@@ -1,4 +1,4 @@
-//===- Emit.h - write a build's artifacts ----------------------------------===//
+//===- Emit.h - write a build's artifacts -----------------------*- C++ -*-===//
 #ifndef SPARK_CODEGEN_EMIT_H
 #define SPARK_CODEGEN_EMIT_H
 
@@ -36,16 +36,17 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
 enum class KernelText { HalideStatements, Assembly };
 
 /// Writes every kernel's lowered Halide statements or assembly, for every
-/// variant of the target, to `os` (each behind a `// ===== kernel NAME (VARIANT)`
-/// line). `scratchDir` holds one temporary file at a time.
+/// variant of the target, to `os` (each behind a
+/// `// ===== kernel NAME (VARIANT)` line). `scratchDir` holds one temporary
+/// file at a time.
 llvm::Error emitKernelText(const ModelPlan &plan, KernelText kind,
                            llvm::StringRef scratchDir, llvm::raw_ostream &os);
 
 /// Compiles every kernel for every variant of the build's target, the
 /// microkernels, the driver and the Halide runtime, and writes
-/// libspark_model.a and spark_model.h into `dir`; for targets that run here also
-/// libspark_model.so (which spark-run, spark-bench and spark-fidelity load);
-/// with `executable`, a static `spark-run` for the target.
+/// libspark_model.a and spark_model.h into `dir`; for targets that run here
+/// also libspark_model.so (which spark-run, spark-bench and spark-fidelity
+/// load); with `executable`, a static `spark-run` for the target.
 llvm::Error buildLibrary(const ModelPlan &plan, llvm::StringRef dir,
                          bool executable);
 
