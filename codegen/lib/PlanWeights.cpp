@@ -12,7 +12,6 @@
 #include "spark/Import/FloatFormats.h"
 #include "spark/model_abi.h"
 
-#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Parallel.h"
 
@@ -149,7 +148,6 @@ private:
   ModelPlan &plan;
   const Checkpoint &ckpt;
   const BuildOptions &options;
-  llvm::StringMap<const TensorView *> checkpointTensors;
 };
 
 llvm::Error WeightLoader::run() {
@@ -163,16 +161,6 @@ llvm::Error WeightLoader::run() {
                                          "checkpoint's");
     plan.weightsFrom = std::move(*reader);
   }
-  for (const TensorView *t :
-       {&ckpt.embedding(), &ckpt.finalNorm(), &ckpt.outputHead()})
-    checkpointTensors.try_emplace(t->name, t);
-  for (const LayerTensors &layer : ckpt.layers())
-    for (const TensorView *t :
-         {layer.inputNorm, layer.qkv, layer.q, layer.k, layer.v, layer.attnGate,
-          layer.out, layer.postNorm, layer.gateUp, layer.gate, layer.up,
-          layer.down})
-      if (t)
-        checkpointTensors.try_emplace(t->name, t);
   for (PackTensor &tensor : plan.tensors) {
     if (tensor.role != PackTensor::Role::Data || tensor.sources.empty())
       continue; // computed at planning (RoPE tables, constants), or a side
@@ -191,7 +179,7 @@ llvm::Error WeightLoader::run() {
 llvm::Error WeightLoader::sources(PackTensor &tensor) {
   int64_t elements = 0;
   for (const std::string &name : tensor.sources) {
-    const TensorView *t = checkpointTensors.lookup(name);
+    const TensorView *t = ckpt.tensor(name);
     if (!t)
       return error("pack tensor " + tensor.name + ": " + name +
                    " is not a tensor of the checkpoint " + ckpt.directory());

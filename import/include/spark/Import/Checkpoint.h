@@ -48,6 +48,10 @@ public:
   /// The output head: the embedding when tied, else lm_head.weight.
   const TensorView &outputHead() const { return *headTensor; }
   llvm::ArrayRef<LayerTensors> layers() const { return layerTensors; }
+  /// The checkpoint's tensor of this name, or null.
+  const TensorView *tensor(llvm::StringRef name) const {
+    return byName.lookup(name);
+  }
 
   /// The tensor's file, relative to the checkpoint directory.
   std::string relativeFile(const TensorView &tensor) const;
