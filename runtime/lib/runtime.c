@@ -59,7 +59,7 @@ struct spark_session {
   void *cache_block; /* the caches the session allocated, one block */
   void *arena;
   size_t arena_mapped; /* bytes of the arena's own mapping; 0: allocated */
-  float *logits; /* [logits_rows][vocab] */
+  float *logits;       /* [logits_rows][vocab] */
   int32_t position;
   int32_t has_logits;
   int32_t last_row; /* row of logits holding the last token */
