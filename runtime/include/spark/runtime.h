@@ -57,8 +57,9 @@ enum {
    * thread per core whatever num_threads says (the pass is bound by memory
    * and over in tens of milliseconds). The default. */
   SPARK_VERIFY_AT_OPEN = 1,
-  /* On a thread of its own, started by spark_model_open, which returns once
-   * the header and the tensor table are validated. The first step of any
+  /* On a thread of its own (with one helper per further core), started by
+   * spark_model_open, which returns once the header and the tensor table
+   * are validated. The first step of any
    * session runs beside the pass and then waits for its verdict: a damaged
    * pack makes spark_session_eval return SPARK_ERROR_BAD_PACK (as does
    * every later call that runs a step), and nothing computed from it
