@@ -59,12 +59,12 @@ enum {
   SPARK_VERIFY_AT_OPEN = 1,
   /* On a thread of its own (with one helper per further core), started by
    * spark_model_open, which returns once the header and the tensor table
-   * are validated. The first step of any
-   * session runs beside the pass and then waits for its verdict: a damaged
-   * pack makes spark_session_eval return SPARK_ERROR_BAD_PACK (as does
-   * every later call that runs a step), and nothing computed from it
-   * leaves the session. spark_model_wait_verified waits for the verdict.
-   * Where the runtime has no threads (Hexagon), the same as AT_OPEN. */
+   * are validated. The first step of any session runs beside the pass and
+   * then waits for its verdict: a damaged pack makes spark_session_eval
+   * return SPARK_ERROR_BAD_PACK (as does every later call that runs a step),
+   * and nothing computed from it leaves the session.
+   * spark_model_wait_verified waits for the verdict. Where the runtime has
+   * no threads (Hexagon), the same as AT_OPEN. */
   SPARK_VERIFY_IN_BACKGROUND = 2,
 };
 
