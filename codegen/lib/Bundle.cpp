@@ -1,5 +1,4 @@
-//===- Bundle.cpp - the pieces of the --target=s25 bundle
-//------------------===//
+//===- Bundle.cpp - the pieces of the --target=s25 bundle -----------------===//
 //
 // The runtime built for a cross target, and the FastRPC interface, DSP-side
 // implementation and integration notes that let an Android app run the
