@@ -22,9 +22,12 @@
  * line requested into L2 ahead: the rows' spark_prefetch_avx512_rows() on in
  * memory order, the w4a16 tiles' the same line of a later tile
  * (w4a16_tile_ahead); more
- * tokens (prefill) run register tiles of 4 rows x 6 (w8a8), 4 (w4a8) or 3
- * (w4a16) tokens, so every weight vector loaded feeds the tile's tokens (the
- * two orders add the same products, the f32 group terms in another order).
+ * tokens (prefill) run register tiles of 4 rows x 6 (w8a8), 4 (w4a8 under
+ * kLaneMinTokens tokens) or 3 (w4a16) tokens, so every weight vector loaded
+ * feeds the tile's tokens (the two orders add the same products, the f32
+ * group terms in another order). From kLaneMinTokens tokens w4a8 lays
+ * blocks of 32 rows out with one row a lane (w4a8_lanes) and sums each
+ * group in int32 before its scale.
  * Needs K % 64 == 0 (w8a8) or K % 128 == 0 (4-bit), and N % 4 == 0 (w8a8,
  * w4a8). Compiled with -mavx512f -mavx512bw -mavx512vnni -mf16c; entered only
  * when CPUID reports AVX512_VNNI. */
@@ -39,6 +42,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { kRowsPerTask = 64, kGroup = SPARK_MK_GROUP };
 
@@ -403,6 +407,171 @@ w4a8_tile(const int8_job *job, int n, int t0, const int TB) {
   }
 }
 
+/* w4a8 prefill with rows in lanes: a block of kLaneBlock rows is first laid
+ * out (lane_block) so that one 64-byte vector holds the same four code
+ * bytes of 16 rows, one row a lane; each vpdpbusd then multiplies 16 rows'
+ * four codes by one token's four input codes, broadcast from memory, and
+ * sums a whole group in int32 lanes before its one conversion and FMA. The
+ * rows-along-K tile above pays a conversion and an FMA for every two
+ * vpdpbusd; this one, one for every 32. */
+enum {
+  kLaneRows = 16,
+  kLaneVectors = 2,
+  kLaneBlock = kLaneRows * kLaneVectors,
+  kLaneTokens = 6,
+  kLaneMinTokens = 8
+};
+
+typedef struct lane_block {
+  /* [groups][16][kLaneVectors][16 lanes]: dword p of a row's group, its
+   * code bytes 4p..4p+3 (low nibbles: inputs 8p, 8p+2, 8p+4, 8p+6 of the
+   * group; high nibbles: the odd inputs after them) */
+  uint32_t *codes;
+  float *scales; /* [groups][kLaneVectors][16 lanes], 0 past the rows */
+} lane_block;
+
+/* Lays rows n..n+rows-1 (rows <= kLaneBlock) out as lane_block reads them;
+ * the lanes past `rows` hold zero codes and scales. */
+static void lane_layout(const int8_job *job, int n, int rows,
+                        lane_block *block) {
+  const int groups = job->K / kGroup;
+  for (int lane = 0; lane < kLaneBlock; ++lane) {
+    const int v = lane / kLaneRows, l = lane % kLaneRows;
+    if (lane >= rows) {
+      for (int g = 0; g < groups; ++g) {
+        block->scales[((size_t)g * kLaneVectors + v) * kLaneRows + l] = 0.0f;
+        for (int p = 0; p < 16; ++p)
+          block->codes[(((size_t)g * 16 + p) * kLaneVectors + v) * kLaneRows +
+                       l] = 0;
+      }
+      continue;
+    }
+    const uint8_t *row = job->w4 + (size_t)(n + lane) * job->w_stride;
+    const uint16_t *scales =
+        job->group_scales + (size_t)(n + lane) * job->s_stride;
+    for (int g = 0; g < groups; ++g) {
+      block->scales[((size_t)g * kLaneVectors + v) * kLaneRows + l] =
+          _cvtsh_ss(scales[g]);
+      for (int p = 0; p < 16; ++p) {
+        uint32_t word;
+        memcpy(&word, row + (size_t)g * (kGroup / 2) + 4 * p, 4);
+        block
+            ->codes[(((size_t)g * 16 + p) * kLaneVectors + v) * kLaneRows + l] =
+            word;
+      }
+    }
+  }
+}
+
+/* Rows n..n+rows-1 of a laid-out block times tokens t0..t0+TB-1 (TB a
+ * constant after inlining): int32 lanes per group, started at -8 * the
+ * group's sum of input codes (the -8 of every code), then scaled into f32. */
+static inline __attribute__((always_inline)) void
+w4a8_lane_tile(const int8_job *job, const lane_block *block, int n, int rows,
+               int t0, const int TB) {
+  const int K = job->K, groups = K / kGroup;
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const uint8_t *x = job->codes + (size_t)t0 * K;
+  const int32_t *sums = job->group_sums + (size_t)t0 * groups;
+  __m512 acc[kLaneVectors][kLaneTokens];
+  for (int v = 0; v < kLaneVectors; ++v)
+    for (int t = 0; t < TB; ++t)
+      acc[v][t] = _mm512_setzero_ps();
+  for (int g = 0; g < groups; ++g) {
+    __m512i dot[kLaneVectors][kLaneTokens];
+    for (int t = 0; t < TB; ++t) {
+      const __m512i start =
+          _mm512_set1_epi32(-8 * sums[(size_t)t * groups + g]);
+      for (int v = 0; v < kLaneVectors; ++v)
+        dot[v][t] = start;
+    }
+    const uint32_t *codes = block->codes + (size_t)g * 16 * kLaneBlock;
+    const uint8_t *xg = x + (size_t)g * kGroup;
+#pragma GCC unroll 16
+    for (int p = 0; p < 16; ++p) {
+      /* the even inputs 4p..4p+3 against the low nibbles, the odd ones
+       * against the high nibbles */
+      __m512i even[kLaneVectors], odd[kLaneVectors];
+      for (int v = 0; v < kLaneVectors; ++v) {
+        const __m512i bytes =
+            _mm512_load_si512(codes + ((size_t)p * kLaneVectors + v) * 16);
+        even[v] = _mm512_and_si512(bytes, low);
+        odd[v] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);
+      }
+      for (int t = 0; t < TB; ++t) {
+        int32_t e, o;
+        memcpy(&e, xg + (size_t)t * K + 4 * p, 4);
+        memcpy(&o, xg + (size_t)t * K + 64 + 4 * p, 4);
+        const __m512i xe = _mm512_set1_epi32(e), xo = _mm512_set1_epi32(o);
+        for (int v = 0; v < kLaneVectors; ++v) {
+          dot[v][t] = _mm512_dpbusd_epi32(dot[v][t], even[v], xe);
+          dot[v][t] = _mm512_dpbusd_epi32(dot[v][t], odd[v], xo);
+        }
+      }
+    }
+    for (int v = 0; v < kLaneVectors; ++v) {
+      const __m512 scale = _mm512_load_ps(
+          block->scales + ((size_t)g * kLaneVectors + v) * kLaneRows);
+      for (int t = 0; t < TB; ++t)
+        acc[v][t] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[v][t]), scale, acc[v][t]);
+    }
+  }
+  for (int v = 0; v < kLaneVectors; ++v) {
+    const int left = rows - v * kLaneRows;
+    if (left <= 0)
+      break;
+    const __mmask16 mask =
+        left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+    for (int t = 0; t < TB; ++t)
+      _mm512_mask_storeu_ps(
+          job->out + (size_t)(t0 + t) * job->out_stride + n + v * kLaneRows,
+          mask,
+          _mm512_mul_ps(acc[v][t], _mm512_set1_ps(job->token_scales[t0 + t])));
+  }
+}
+
+/* Rows n0..n1-1 against every token, kLaneBlock rows at a time, each block
+ * laid out once for all the tokens. */
+static int w4a8_lanes(const int8_job *job, int n0, int n1) {
+  const size_t groups = (size_t)(job->K / kGroup);
+  lane_block block;
+  block.codes = (uint32_t *)aligned_alloc(
+      64, groups * 16 * kLaneBlock * sizeof(uint32_t) +
+              groups * kLaneBlock * sizeof(float));
+  if (!block.codes)
+    return -1;
+  block.scales = (float *)(block.codes + groups * 16 * kLaneBlock);
+  for (int n = n0; n < n1; n += kLaneBlock) {
+    const int rows = n1 - n < kLaneBlock ? n1 - n : kLaneBlock;
+    lane_layout(job, n, rows, &block);
+    int t0 = 0;
+    for (; t0 + kLaneTokens <= job->T; t0 += kLaneTokens)
+      w4a8_lane_tile(job, &block, n, rows, t0, kLaneTokens);
+    switch (job->T - t0) {
+    case 5:
+      w4a8_lane_tile(job, &block, n, rows, t0, 5);
+      break;
+    case 4:
+      w4a8_lane_tile(job, &block, n, rows, t0, 4);
+      break;
+    case 3:
+      w4a8_lane_tile(job, &block, n, rows, t0, 3);
+      break;
+    case 2:
+      w4a8_lane_tile(job, &block, n, rows, t0, 2);
+      break;
+    case 1:
+      w4a8_lane_tile(job, &block, n, rows, t0, 1);
+      break;
+    default:
+      break;
+    }
+  }
+  free(block.codes);
+  return 0;
+}
+
 static int w4a8_task(void *user_context, int task, uint8_t *closure) {
   (void)user_context;
   const int8_job *job = (const int8_job *)closure;
@@ -419,6 +588,8 @@ static int w4a8_task(void *user_context, int task, uint8_t *closure) {
       w4a8_token(job, n0, n1, sums8, kSparkPrefetchAvx512);
     return 0;
   }
+  if (job->T >= kLaneMinTokens)
+    return w4a8_lanes(job, n0, n1);
   for (int t0 = 0; t0 < job->T; t0 += kTileTokens4) {
     const int tokens = job->T - t0 < kTileTokens4 ? job->T - t0 : kTileTokens4;
     for (int n = n0; n < n1; n += kTileRows) {
