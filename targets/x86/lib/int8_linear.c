@@ -430,35 +430,66 @@ typedef struct lane_block {
   float *scales; /* [groups][kLaneVectors][16 lanes], 0 past the rows */
 } lane_block;
 
-/* Lays rows n..n+rows-1 (rows <= kLaneBlock) out as lane_block reads them;
+/* The 16 x 16 dwords of `m` transposed in place: m[p] lane r becomes the
+ * old m[r] lane p. */
+static inline __attribute__((always_inline)) void
+transpose16_epi32(__m512i m[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(m[i], m[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(m[i], m[i + 1]);
+  }
+  /* u[4i + j], 128-bit lane L: rows 4i..4i+3 of column 4L + j */
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    /* 128-bit lanes 0, 2 (even) and 1, 3 (odd) of rows 0..7, 8..15 */
+    const __m512i even0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
+    const __m512i odd0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xdd);
+    const __m512i even1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
+    const __m512i odd1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xdd);
+    m[j] = _mm512_shuffle_i32x4(even0, even1, 0x88);
+    m[8 + j] = _mm512_shuffle_i32x4(even0, even1, 0xdd);
+    m[4 + j] = _mm512_shuffle_i32x4(odd0, odd1, 0x88);
+    m[12 + j] = _mm512_shuffle_i32x4(odd0, odd1, 0xdd);
+  }
+}
+
+/* Lays rows n..n+rows-1 (rows <= kLaneBlock) out as lane_block reads them,
+ * 16 rows' 64 code bytes of a group at a time (a 16 x 16 dword transpose);
  * the lanes past `rows` hold zero codes and scales. */
 static void lane_layout(const int8_job *job, int n, int rows,
                         lane_block *block) {
   const int groups = job->K / kGroup;
-  for (int lane = 0; lane < kLaneBlock; ++lane) {
-    const int v = lane / kLaneRows, l = lane % kLaneRows;
-    if (lane >= rows) {
-      for (int g = 0; g < groups; ++g) {
-        block->scales[((size_t)g * kLaneVectors + v) * kLaneRows + l] = 0.0f;
-        for (int p = 0; p < 16; ++p)
-          block->codes[(((size_t)g * 16 + p) * kLaneVectors + v) * kLaneRows +
-                       l] = 0;
-      }
-      continue;
-    }
-    const uint8_t *row = job->w4 + (size_t)(n + lane) * job->w_stride;
-    const uint16_t *scales =
-        job->group_scales + (size_t)(n + lane) * job->s_stride;
+  for (int v = 0; v < kLaneVectors; ++v) {
+    const int r0 = v * kLaneRows;
+    const int count =
+        rows - r0 >= kLaneRows ? kLaneRows : (rows > r0 ? rows - r0 : 0);
     for (int g = 0; g < groups; ++g) {
-      block->scales[((size_t)g * kLaneVectors + v) * kLaneRows + l] =
-          _cvtsh_ss(scales[g]);
-      for (int p = 0; p < 16; ++p) {
-        uint32_t word;
-        memcpy(&word, row + (size_t)g * (kGroup / 2) + 4 * p, 4);
-        block
-            ->codes[(((size_t)g * 16 + p) * kLaneVectors + v) * kLaneRows + l] =
-            word;
+      __m512i m[16];
+      float scale[16];
+      for (int l = 0; l < 16; ++l) {
+        const size_t row = (size_t)(n + r0 + l);
+        m[l] = l < count ? _mm512_loadu_si512(job->w4 + row * job->w_stride +
+                                              (size_t)g * (kGroup / 2))
+                         : _mm512_setzero_si512();
+        scale[l] = l < count
+                       ? _cvtsh_ss(job->group_scales[row * job->s_stride + g])
+                       : 0.0f;
       }
+      transpose16_epi32(m);
+      for (int p = 0; p < 16; ++p)
+        _mm512_store_si512(block->codes +
+                               (((size_t)g * 16 + p) * kLaneVectors + v) *
+                                   kLaneRows,
+                           m[p]);
+      _mm512_store_ps(block->scales +
+                          ((size_t)g * kLaneVectors + v) * kLaneRows,
+                      _mm512_loadu_ps(scale));
     }
   }
 }
@@ -545,6 +576,17 @@ static int w4a8_lanes(const int8_job *job, int n0, int n1) {
   for (int n = n0; n < n1; n += kLaneBlock) {
     const int rows = n1 - n < kLaneBlock ? n1 - n : kLaneBlock;
     lane_layout(job, n, rows, &block);
+    /* The next block's codes and scales into L2 while this one's tiles
+     * run: the layout reads 16 rows a line at a time, which the hardware
+     * prefetchers do not foresee. */
+    for (int r = n + kLaneBlock; r < n + 2 * kLaneBlock && r < job->N; ++r) {
+      const uint8_t *row = job->w4 + (size_t)r * job->w_stride;
+      for (int b = 0; b < job->K / 2; b += 64)
+        _mm_prefetch((const char *)(row + b), _MM_HINT_T1);
+      const uint16_t *scales = job->group_scales + (size_t)r * job->s_stride;
+      for (int g = 0; g < job->K / kGroup; g += 32)
+        _mm_prefetch((const char *)(scales + g), _MM_HINT_T1);
+    }
     int t0 = 0;
     for (; t0 + kLaneTokens <= job->T; t0 += kLaneTokens)
       w4a8_lane_tile(job, &block, n, rows, t0, kLaneTokens);
