@@ -580,12 +580,14 @@ static int w4a8_lanes(const int8_job *job, int n0, int n1) {
      * run: the layout reads 16 rows a line at a time, which the hardware
      * prefetchers do not foresee. */
     for (int r = n + kLaneBlock; r < n + 2 * kLaneBlock && r < job->N; ++r) {
+      /* the row (grouped rows: with their scales), then dense rows' scales */
       const uint8_t *row = job->w4 + (size_t)r * job->w_stride;
-      for (int b = 0; b < job->K / 2; b += 64)
-        _mm_prefetch((const char *)(row + b), _MM_HINT_T1);
-      const uint16_t *scales = job->group_scales + (size_t)r * job->s_stride;
-      for (int g = 0; g < job->K / kGroup; g += 32)
-        _mm_prefetch((const char *)(scales + g), _MM_HINT_T1);
+      prefetch_rest(row, row + job->w_stride, 0);
+      if (job->w_stride == job->K / 2) {
+        const uint8_t *scales =
+            (const uint8_t *)(job->group_scales + (size_t)r * job->s_stride);
+        prefetch_rest(scales, scales + 2 * (job->K / kGroup), 0);
+      }
     }
     int t0 = 0;
     for (; t0 + kLaneTokens <= job->T; t0 += kLaneTokens)
