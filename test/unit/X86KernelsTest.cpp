@@ -11,6 +11,9 @@
 //   avx512vnni: int8_linear.c (w8a8, w4a8), w4_linear.c (w4a16, f32 inputs)
 //   avx512vnni_int16: int8_linear.c (w4a16 with bf16/f16 inputs as int16;
 //               also rows that are not a multiple of its 4-row tiles)
+//   avx512vnni_nogfni, avx512vnni_int16_nogfni: int8_linear.c's copy in
+//               X86NoGfni.c, whose 4-bit decode rows unpack without GFNI
+//               (the other sets take the GFNI path on CPUs that have it)
 //   avx512bf16: bf16_linear.c (w8a16 with bf16 inputs, bf16; also rows that
 //               are not a multiple of the 4-row tiles)
 //   avx512bf16_fma, avx512bf16_dot: its bf16 prefill tiles on f32 FMAs and
@@ -57,6 +60,11 @@ SPARK_W4_KERNEL(spark_avx512_linear_w4a16)
 SPARK_W4_KERNEL(spark_vnni_linear_w4a16_xbf16)
 SPARK_W4_KERNEL(spark_vnni_linear_w4a16_xf16)
 SPARK_W8_KERNEL(spark_bf16_linear_w8a16)
+// int8_linear.c without its GFNI path (X86NoGfni.c)
+SPARK_INT8_KERNEL(spark_nogfni_linear_w8a8)
+SPARK_INT8_KERNEL(spark_nogfni_linear_w4a8)
+SPARK_W4_KERNEL(spark_nogfni_linear_w4a16_xbf16)
+SPARK_W4_KERNEL(spark_nogfni_linear_w4a16_xf16)
 int spark_bf16_linear(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
 int spark_bf16_linear_tiles(halide_buffer_t *, halide_buffer_t *,
                             halide_buffer_t *, int dot_products);
@@ -153,6 +161,18 @@ const KernelSet kAvx512Vnni = {"avx512vnni",
                                {nullptr, nullptr},
                                nullptr,
                                0};
+// The same without GFNI: the decode rows' high nibbles by a shift and a mask,
+// as on CPUs with AVX512_VNNI and no GFNI.
+const KernelSet kAvx512VnniNoGfni = {"avx512vnni_nogfni",
+                                     cpuHasAvx512Vnni,
+                                     "AVX-512 F/BW and AVX512_VNNI",
+                                     spark_nogfni_linear_w8a8,
+                                     spark_nogfni_linear_w4a8,
+                                     {128},
+                                     {nullptr, nullptr, nullptr},
+                                     {nullptr, nullptr},
+                                     nullptr,
+                                     0};
 // w4a16 with 16-bit inputs as int16 on vpdpbusd (int8_linear.c).
 const KernelSet kAvx512VnniInt16 = {
     "avx512vnni_int16",
@@ -162,6 +182,18 @@ const KernelSet kAvx512VnniInt16 = {
     nullptr,
     {128},
     {nullptr, spark_vnni_linear_w4a16_xbf16, spark_vnni_linear_w4a16_xf16},
+    {nullptr, nullptr},
+    nullptr,
+    0,
+    true};
+const KernelSet kAvx512VnniInt16NoGfni = {
+    "avx512vnni_int16_nogfni",
+    cpuHasAvx512Vnni,
+    "AVX-512 F/BW and AVX512_VNNI",
+    nullptr,
+    nullptr,
+    {128},
+    {nullptr, spark_nogfni_linear_w4a16_xbf16, spark_nogfni_linear_w4a16_xf16},
     {nullptr, nullptr},
     nullptr,
     0,
@@ -660,12 +692,15 @@ TEST(X86Inputs, Avx2PreparationIsTheScalarOne) {
 
 INSTANTIATE_TEST_SUITE_P(
     X86, Int8Kernels,
-    ::testing::Combine(::testing::Values(&kAvx2, &kAvx512Vnni), kTokens),
+    ::testing::Combine(::testing::Values(&kAvx2, &kAvx512Vnni,
+                                         &kAvx512VnniNoGfni),
+                       kTokens),
     caseName);
 INSTANTIATE_TEST_SUITE_P(
     X86, W4A16Kernels,
     ::testing::Combine(::testing::Values(&kAvx2, &kAvx512Vnni,
-                                         &kAvx512VnniInt16),
+                                         &kAvx512VnniInt16,
+                                         &kAvx512VnniInt16NoGfni),
                        kTokens),
     caseName);
 INSTANTIATE_TEST_SUITE_P(

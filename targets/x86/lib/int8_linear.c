@@ -64,6 +64,37 @@ static inline void prefetch_scales(const uint16_t *row_scales) {
   spark_prefetch_l2_ahead(row_scales, kSparkPrefetchAvx512 / 32);
 }
 
+/* The high nibble of every byte of v, as a byte 0..15. With `gfni` (a
+ * constant after inlining; the CPU reports GFNI) one GF(2) affine transform,
+ * vgf2p8affineqb with the matrix of a right shift by 4, else a shift and a
+ * mask: a 4-bit decode line's ALU instructions (and, the high nibbles, two
+ * or four vpdpbusd, a conversion, an FMA) run on two ports, and this takes
+ * one of them off. Written in asm so that the file is not compiled with
+ * -mgfni, which would let the compiler use GFNI where the CPU may lack it
+ * (Cascade Lake and Cooper Lake have AVX512_VNNI without GFNI). */
+static inline __attribute__((always_inline)) __m512i
+high_nibbles(__m512i v, const int gfni) {
+  if (gfni) {
+    const __m512i shift4 = _mm512_set1_epi64(0x1020408000000000ll);
+    __m512i r;
+    __asm__("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(v), "v"(shift4));
+    return r;
+  }
+  return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f));
+}
+
+/* Whether high_nibbles may take its GFNI form on this CPU. SPARK_NO_GFNI:
+ * never (the kernel tests' second copy of this file, X86NoGfni.c, runs the
+ * path of CPUs without it). */
+static inline int cpu_gfni(void) {
+#ifdef SPARK_NO_GFNI
+  return 0;
+#else
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("gfni");
+#endif
+}
+
 typedef struct int8_job {
   const int8_t *w8;             /* w8a8: [N][K] */
   const uint8_t *w4;            /* 4-bit: [N][w_stride], K/2 codes a row */
@@ -78,6 +109,7 @@ typedef struct int8_job {
   float *out;                    /* [T][out_stride] */
   int K, N, T, out_stride;
   int ahead; /* w8a8, w4a8 decode: spark_prefetch_avx512_rows() */
+  int gfni;  /* 4-bit decode: cpu_gfni() */
   /* w4a16 decode: from a tile's line to the line requested with it, the
    * same line of a later tile (w4a16_tile_ahead) */
   size_t tile_ahead;
@@ -244,28 +276,29 @@ static inline __mmask16 group_factors(const uint16_t *scales, const float *by,
 }
 
 /* acc after one group of a w4a8 row: `line` its 64 code bytes, `codes` its
- * 128 input codes, `scale` the group's scale in every lane. */
+ * 128 input codes, `scale` the group's scale, broadcast from memory (a
+ * vpermps from a register of 16 scales took a second port's slot). */
 static inline __attribute__((always_inline)) __m512
-w4a8_group(const uint8_t *line, const uint8_t *codes, int ahead, __m512 scale,
-           __m512 acc) {
-  const __m512i low = _mm512_set1_epi8(0x0f);
+w4a8_group(const uint8_t *line, const uint8_t *codes, int ahead,
+           const float *scale, __m512 acc, const int gfni) {
   prefetch_row_line(line, ahead);
   const __m512i bytes = _mm512_loadu_si512(line);
-  const __m512i even = _mm512_and_si512(bytes, low);
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low);
+  const __m512i even = _mm512_and_si512(bytes, _mm512_set1_epi8(0x0f));
+  const __m512i odd = high_nibbles(bytes, gfni);
   __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even,
                                     _mm512_load_si512(codes));
   dot = _mm512_dpbusd_epi32(dot, odd, _mm512_load_si512(codes + 64));
-  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(*scale), acc);
 }
 
 /* Row n against one token (w4a8), as a vector whose lane sum is the row's
  * output before the token's scale: 16 groups at a time, their scales
- * converted at once and each broadcast from that register (vpermps) into
- * three accumulators in turn; the -8 of every code comes off in a fourth,
+ * converted at once into 16 floats on the stack, each broadcast from there
+ * into three accumulators in turn; the -8 of every code comes off in a fourth,
  * as scale * 8 * the group's sum of input codes (`sums8`). */
 static inline __attribute__((always_inline)) __m512
-w4a8_row(const int8_job *job, int n, const float *sums8, const int ahead) {
+w4a8_row(const int8_job *job, int n, const float *sums8, const int ahead,
+         const int gfni) {
   const int K = job->K, groups = K / kGroup;
   const uint8_t *row = job->w4 + (size_t)n * job->w_stride;
   const uint16_t *scales = job->group_scales + (size_t)n * job->s_stride;
@@ -281,11 +314,13 @@ w4a8_row(const int8_job *job, int n, const float *sums8, const int ahead) {
         _mm512_maskz_loadu_epi16((__mmask32)mask, scales + g0)));
     acc3 =
         _mm512_fnmadd_ps(scale, _mm512_maskz_loadu_ps(mask, sums8 + g0), acc3);
+    float scales16[16];
+    _mm512_storeu_ps(scales16, scale);
     const uint8_t *line = row + (size_t)g0 * (kGroup / 2);
     const uint8_t *codes = job->codes + (size_t)g0 * kGroup;
 #define SPARK_W4A8_GROUP(i, acc)                                               \
   acc = w4a8_group(line + (kGroup / 2) * (i), codes + kGroup * (i), ahead,     \
-                   _mm512_permutexvar_ps(_mm512_set1_epi32(i), scale), acc)
+                   scales16 + (i), acc, gfni)
     if (count == 16) {
       for (int i = 0; i < 15; i += 3) {
         SPARK_W4A8_GROUP(i, acc0);
@@ -307,20 +342,20 @@ w4a8_row(const int8_job *job, int n, const float *sums8, const int ahead) {
  * sum of input codes, groups + 16 floats). */
 static inline __attribute__((always_inline)) void
 w4a8_token(const int8_job *job, int n0, int n1, const float *sums8,
-           const int ahead) {
+           const int ahead, const int gfni) {
   const float token_scale = job->token_scales[0];
   int n = n0;
   for (; n + 4 <= n1; n += 4) {
-    const __m512 a = w4a8_row(job, n, sums8, ahead),
-                 b = w4a8_row(job, n + 1, sums8, ahead);
-    const __m512 c = w4a8_row(job, n + 2, sums8, ahead),
-                 d = w4a8_row(job, n + 3, sums8, ahead);
+    const __m512 a = w4a8_row(job, n, sums8, ahead, gfni),
+                 b = w4a8_row(job, n + 1, sums8, ahead, gfni);
+    const __m512 c = w4a8_row(job, n + 2, sums8, ahead, gfni),
+                 d = w4a8_row(job, n + 3, sums8, ahead, gfni);
     _mm_storeu_ps(job->out + n, _mm_mul_ps(spark_hsum4_ps(a, b, c, d),
                                            _mm_set1_ps(token_scale)));
   }
   for (; n < n1; ++n)
-    job->out[n] =
-        _mm512_reduce_add_ps(w4a8_row(job, n, sums8, ahead)) * token_scale;
+    job->out[n] = _mm512_reduce_add_ps(w4a8_row(job, n, sums8, ahead, gfni)) *
+                  token_scale;
 }
 
 /* The f32 scales of rows n..n+3, groups g..g+15 (fewer at the end: the
@@ -626,10 +661,14 @@ static int w4a8_task(void *user_context, int task, uint8_t *closure) {
     float *sums8 = (float *)__builtin_alloca(sizeof(float) * (groups + 16));
     for (int g = 0; g < groups; ++g)
       sums8[g] = 8.0f * (float)job->group_sums[g];
-    if (job->ahead == kSparkPrefetchAvx512Amd) /* a constant in the loop */
-      w4a8_token(job, n0, n1, sums8, kSparkPrefetchAvx512Amd);
+    /* constants in the loop; the CPUs with AVX512_VNNI but no GFNI are
+     * Intel's */
+    if (job->ahead == kSparkPrefetchAvx512Amd && job->gfni)
+      w4a8_token(job, n0, n1, sums8, kSparkPrefetchAvx512Amd, 1);
+    else if (job->gfni)
+      w4a8_token(job, n0, n1, sums8, kSparkPrefetchAvx512, 1);
     else
-      w4a8_token(job, n0, n1, sums8, kSparkPrefetchAvx512);
+      w4a8_token(job, n0, n1, sums8, kSparkPrefetchAvx512, 0);
     return 0;
   }
   if (job->T >= kLaneMinTokens)
@@ -742,7 +781,7 @@ w4a16_row(const int8_job *job, int n, int t, int prefetch) {
  * second of one row at a time, which spent more time loading inputs than
  * memory took to deliver the row. */
 static inline __attribute__((always_inline)) void
-w4a16_tile(const int8_job *job, int n, int t0, const int TB) {
+w4a16_tile(const int8_job *job, int n, int t0, const int TB, const int gfni) {
   const int K = job->K, groups = K / kGroup;
   const __m512i low = _mm512_set1_epi8(0x0f);
   const uint8_t *w = job->w4 + (size_t)n * job->w_stride;
@@ -796,7 +835,7 @@ w4a16_tile(const int8_job *job, int n, int t0, const int TB) {
           spark_prefetch_l2_ahead(line, (int)job->tile_ahead);
         const __m512i v = _mm512_loadu_si512(line);
         even[r] = _mm512_and_si512(v, low);
-        odd[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        odd[r] = high_nibbles(v, gfni);
       }
       for (int t = 0; t < TB; ++t) {
         /* low bytes of the even-index inputs, of the odd ones, high bytes
@@ -849,7 +888,10 @@ static int w4a16_task(void *user_context, int task, uint8_t *closure) {
   const int n4 = n0 + (n1 - n0) / kTileRows * kTileRows;
   if (job->T == 1) {
     for (int n = n0; n < n4; n += kTileRows)
-      w4a16_tile(job, n, 0, 1);
+      if (job->gfni)
+        w4a16_tile(job, n, 0, 1, 1);
+      else
+        w4a16_tile(job, n, 0, 1, 0);
     for (int n = n4; n < n1; ++n)
       w4a16_row(job, n, 0, 1);
     return 0;
@@ -860,13 +902,13 @@ static int w4a16_task(void *user_context, int task, uint8_t *closure) {
     for (int n = n0; n < n4; n += kTileRows) {
       switch (tokens) {
       case 3:
-        w4a16_tile(job, n, t0, 3);
+        w4a16_tile(job, n, t0, 3, 0);
         break;
       case 2:
-        w4a16_tile(job, n, t0, 2);
+        w4a16_tile(job, n, t0, 2, 0);
         break;
       default:
-        w4a16_tile(job, n, t0, 1);
+        w4a16_tile(job, n, t0, 1, 0);
         break;
       }
     }
@@ -896,6 +938,7 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
                   .T = T,
                   .out_stride = out->dim[1].stride,
                   .w_stride = w->dim[1].stride,
+                  .gfni = cpu_gfni(),
                   .s_stride = scales->dim[1].stride,
                   .tile_ahead = w4a16_tile_ahead(w->dim[1].stride)};
   const int rc =
@@ -983,6 +1026,7 @@ int spark_vnni_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                   .T = T,
                   .out_stride = out->dim[1].stride,
                   .ahead = spark_prefetch_avx512_rows(),
+                  .gfni = cpu_gfni(),
                   .w_stride = w->dim[1].stride,
                   .s_stride = scales->dim[1].stride};
   return run_int8(x, input_scale, &job, 1, w4a8_task);
