@@ -11,9 +11,9 @@
 //   avx512vnni: int8_linear.c (w8a8, w4a8), w4_linear.c (w4a16, f32 inputs)
 //   avx512vnni_int16: int8_linear.c (w4a16 with bf16/f16 inputs as int16;
 //               also rows that are not a multiple of its 4-row tiles)
-//   avx512vnni_nogfni, avx512vnni_int16_nogfni: int8_linear.c's copy in
-//               X86NoGfni.c, whose 4-bit decode rows unpack without GFNI
-//               (the other sets take the GFNI path on CPUs that have it)
+//   avx512vnni_nogfni: int8_linear.c's copy in X86NoGfni.c, whose w4a8
+//               decode rows unpack without GFNI (avx512vnni takes the GFNI
+//               path on CPUs that have it)
 //   avx512bf16: bf16_linear.c (w8a16 with bf16 inputs, bf16; also rows that
 //               are not a multiple of the 4-row tiles)
 //   avx512bf16_fma, avx512bf16_dot: its bf16 prefill tiles on f32 FMAs and
@@ -63,8 +63,6 @@ SPARK_W8_KERNEL(spark_bf16_linear_w8a16)
 // int8_linear.c without its GFNI path (X86NoGfni.c)
 SPARK_INT8_KERNEL(spark_nogfni_linear_w8a8)
 SPARK_INT8_KERNEL(spark_nogfni_linear_w4a8)
-SPARK_W4_KERNEL(spark_nogfni_linear_w4a16_xbf16)
-SPARK_W4_KERNEL(spark_nogfni_linear_w4a16_xf16)
 int spark_bf16_linear(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
 int spark_bf16_linear_tiles(halide_buffer_t *, halide_buffer_t *,
                             halide_buffer_t *, int dot_products);
@@ -182,18 +180,6 @@ const KernelSet kAvx512VnniInt16 = {
     nullptr,
     {128},
     {nullptr, spark_vnni_linear_w4a16_xbf16, spark_vnni_linear_w4a16_xf16},
-    {nullptr, nullptr},
-    nullptr,
-    0,
-    true};
-const KernelSet kAvx512VnniInt16NoGfni = {
-    "avx512vnni_int16_nogfni",
-    cpuHasAvx512Vnni,
-    "AVX-512 F/BW and AVX512_VNNI",
-    nullptr,
-    nullptr,
-    {128},
-    {nullptr, spark_nogfni_linear_w4a16_xbf16, spark_nogfni_linear_w4a16_xf16},
     {nullptr, nullptr},
     nullptr,
     0,
@@ -699,8 +685,7 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     X86, W4A16Kernels,
     ::testing::Combine(::testing::Values(&kAvx2, &kAvx512Vnni,
-                                         &kAvx512VnniInt16,
-                                         &kAvx512VnniInt16NoGfni),
+                                         &kAvx512VnniInt16),
                        kTokens),
     caseName);
 INSTANTIATE_TEST_SUITE_P(

@@ -1,4 +1,4 @@
-/* int8_linear.c again, under other names, with its 4-bit decode rows on the
+/* int8_linear.c again, under other names, with its w4a8 decode rows on the
  * shift-and-mask high nibbles of CPUs without GFNI (Cascade Lake, Cooper
  * Lake), so that X86KernelsTest checks that path on a CPU that has GFNI. */
 #define SPARK_NO_GFNI 1

@@ -112,21 +112,26 @@ private:
   float *data_ = nullptr;
 };
 
-/// Read bandwidth in GB/s with `threads` threads: the best of 10 passes over
+/// Read bandwidth in GB/s with `threads` threads: the best of 12 passes over
 /// `buffer`, each thread summing its own slice with 4 independent 16-byte
-/// vector accumulators; every other pass also requests each line into L2
-/// 4 KiB ahead, the decode kernels' kind of prefetch (on CPUs with few L1 fill
-/// buffers, an Intel Xeon here, a plain loop reads well below what memory
-/// delivers, and decode would seem faster than its roofline). 0 if there is no
-/// buffer.
+/// vector accumulators. Passes take turns without prefetch and with each line
+/// requested into L2 (prefetcht1) 4, 6 or 12 KiB ahead: the decode kernels'
+/// kind of prefetch at the distances they use (microkernel_support.h). On
+/// CPUs with few L1 fill buffers, an Intel Xeon here, a plain loop reads well
+/// below what memory delivers, and with only the 4 KiB distance the probe read
+/// 13.4-13.7 GB/s on one thread of an Intel Xeon (Emerald Rapids) where the
+/// w8a8 decode rows read 14.6: decode would seem faster than its roofline.
+/// 0 if there is no buffer.
 double streamBandwidth(const ProbeBuffer &buffer, int threads) {
   typedef float v4 __attribute__((vector_size(16)));
   const size_t vectors = buffer.size() / 4;
   const v4 *data = reinterpret_cast<const v4 *>(buffer.data());
+  // in vectors of 16 bytes; 0: no prefetch
+  static constexpr size_t kAhead[] = {0, 4096 / 16, 6144 / 16, 12288 / 16};
   double best = 0;
   volatile float sink = 0;
-  for (int pass = 0; vectors > 0 && pass < 10; ++pass) {
-    const bool prefetch = pass % 2 == 1;
+  for (int pass = 0; vectors > 0 && pass < 12; ++pass) {
+    const size_t ahead = kAhead[pass % 4];
     std::vector<float> sums(size_t(threads), 0.0f);
     double start = now();
     std::vector<std::thread> workers;
@@ -136,8 +141,8 @@ double streamBandwidth(const ProbeBuffer &buffer, int threads) {
         size_t end = vectors * size_t(t + 1) / size_t(threads) / 4 * 4;
         v4 a = {0, 0, 0, 0}, b = a, c = a, d = a;
         for (size_t i = begin; i < end; i += 4) {
-          if (prefetch) // 4 vectors are one 64-byte line; 4 KiB = 256 vectors
-            __builtin_prefetch(data + i + 256, 0, 2);
+          if (ahead) // 4 vectors are one 64-byte line
+            __builtin_prefetch(data + i + ahead, 0, 2);
           a += data[i];
           b += data[i + 1];
           c += data[i + 2];

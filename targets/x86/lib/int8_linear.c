@@ -67,11 +67,15 @@ static inline void prefetch_scales(const uint16_t *row_scales) {
 /* The high nibble of every byte of v, as a byte 0..15. With `gfni` (a
  * constant after inlining; the CPU reports GFNI) one GF(2) affine transform,
  * vgf2p8affineqb with the matrix of a right shift by 4, else a shift and a
- * mask: a 4-bit decode line's ALU instructions (and, the high nibbles, two
- * or four vpdpbusd, a conversion, an FMA) run on two ports, and this takes
- * one of them off. Written in asm so that the file is not compiled with
- * -mgfni, which would let the compiler use GFNI where the CPU may lack it
- * (Cascade Lake and Cooper Lake have AVX512_VNNI without GFNI). */
+ * mask. A w4a8 decode line's ALU instructions (the two nibbles, two
+ * vpdpbusd, a conversion, an FMA) run on two ports; this takes one of seven
+ * off. Intel Xeon (Emerald Rapids), one thread, a 2048 x 512 matrix read
+ * again and again from L2: 16.5 us a call before, 14.5 with GFNI, 14.1 with
+ * the scales broadcast from memory (w4a8_group), 12.9 with both. The w4a16
+ * decode tiles (four vpdpbusd a line) gained 3% there and decoded the 1.7b
+ * no faster, so they keep the shift. Written in asm so that the file is not
+ * compiled with -mgfni, which would let the compiler use GFNI where the CPU
+ * may lack it (Cascade Lake and Cooper Lake have AVX512_VNNI without it). */
 static inline __attribute__((always_inline)) __m512i
 high_nibbles(__m512i v, const int gfni) {
   if (gfni) {
@@ -109,7 +113,7 @@ typedef struct int8_job {
   float *out;                    /* [T][out_stride] */
   int K, N, T, out_stride;
   int ahead; /* w8a8, w4a8 decode: spark_prefetch_avx512_rows() */
-  int gfni;  /* 4-bit decode: cpu_gfni() */
+  int gfni;  /* w4a8 decode: cpu_gfni() */
   /* w4a16 decode: from a tile's line to the line requested with it, the
    * same line of a later tile (w4a16_tile_ahead) */
   size_t tile_ahead;
@@ -781,7 +785,7 @@ w4a16_row(const int8_job *job, int n, int t, int prefetch) {
  * second of one row at a time, which spent more time loading inputs than
  * memory took to deliver the row. */
 static inline __attribute__((always_inline)) void
-w4a16_tile(const int8_job *job, int n, int t0, const int TB, const int gfni) {
+w4a16_tile(const int8_job *job, int n, int t0, const int TB) {
   const int K = job->K, groups = K / kGroup;
   const __m512i low = _mm512_set1_epi8(0x0f);
   const uint8_t *w = job->w4 + (size_t)n * job->w_stride;
@@ -835,7 +839,7 @@ w4a16_tile(const int8_job *job, int n, int t0, const int TB, const int gfni) {
           spark_prefetch_l2_ahead(line, (int)job->tile_ahead);
         const __m512i v = _mm512_loadu_si512(line);
         even[r] = _mm512_and_si512(v, low);
-        odd[r] = high_nibbles(v, gfni);
+        odd[r] = high_nibbles(v, 0);
       }
       for (int t = 0; t < TB; ++t) {
         /* low bytes of the even-index inputs, of the odd ones, high bytes
@@ -888,10 +892,7 @@ static int w4a16_task(void *user_context, int task, uint8_t *closure) {
   const int n4 = n0 + (n1 - n0) / kTileRows * kTileRows;
   if (job->T == 1) {
     for (int n = n0; n < n4; n += kTileRows)
-      if (job->gfni)
-        w4a16_tile(job, n, 0, 1, 1);
-      else
-        w4a16_tile(job, n, 0, 1, 0);
+      w4a16_tile(job, n, 0, 1);
     for (int n = n4; n < n1; ++n)
       w4a16_row(job, n, 0, 1);
     return 0;
@@ -902,13 +903,13 @@ static int w4a16_task(void *user_context, int task, uint8_t *closure) {
     for (int n = n0; n < n4; n += kTileRows) {
       switch (tokens) {
       case 3:
-        w4a16_tile(job, n, t0, 3, 0);
+        w4a16_tile(job, n, t0, 3);
         break;
       case 2:
-        w4a16_tile(job, n, t0, 2, 0);
+        w4a16_tile(job, n, t0, 2);
         break;
       default:
-        w4a16_tile(job, n, t0, 1, 0);
+        w4a16_tile(job, n, t0, 1);
         break;
       }
     }
@@ -938,7 +939,6 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
                   .T = T,
                   .out_stride = out->dim[1].stride,
                   .w_stride = w->dim[1].stride,
-                  .gfni = cpu_gfni(),
                   .s_stride = scales->dim[1].stride,
                   .tile_ahead = w4a16_tile_ahead(w->dim[1].stride)};
   const int rc =
