@@ -112,44 +112,89 @@ private:
   float *data_ = nullptr;
 };
 
-/// Read bandwidth in GB/s with `threads` threads: the best of 12 passes over
-/// `buffer`, each thread summing its own slice with 4 independent 16-byte
-/// vector accumulators. Passes take turns without prefetch and with each line
-/// requested into L2 (prefetcht1) 4, 6 or 12 KiB ahead: the decode kernels'
-/// kind of prefetch at the distances they use (microkernel_support.h). On
-/// CPUs with few L1 fill buffers, an Intel Xeon here, a plain loop reads well
-/// below what memory delivers, and with only the 4 KiB distance the probe read
-/// 13.4-13.7 GB/s on one thread of an Intel Xeon (Emerald Rapids) where the
-/// w8a8 decode rows read 14.6: decode would seem faster than its roofline.
-/// 0 if there is no buffer.
-double streamBandwidth(const ProbeBuffer &buffer, int threads) {
+/// The sum of `lines` 64-byte lines at `p`, each requested into L2
+/// (prefetcht1) `ahead` bytes before it is read (0: no prefetch): four
+/// 16-byte loads a line, or where the CPU has AVX-512 (sumLines512) one
+/// 64-byte load, as the decode kernels read.
+float sumLines128(const float *p, size_t lines, size_t ahead) {
   typedef float v4 __attribute__((vector_size(16)));
-  const size_t vectors = buffer.size() / 4;
-  const v4 *data = reinterpret_cast<const v4 *>(buffer.data());
-  // in vectors of 16 bytes; 0: no prefetch
-  static constexpr size_t kAhead[] = {0, 4096 / 16, 6144 / 16, 12288 / 16};
+  const v4 *data = reinterpret_cast<const v4 *>(p);
+  const size_t aheadVectors = ahead / sizeof(v4);
+  v4 a = {0, 0, 0, 0}, b = a, c = a, d = a;
+  for (size_t i = 0; i < 4 * lines; i += 4) {
+    if (aheadVectors)
+      __builtin_prefetch(data + i + aheadVectors, 0, 2);
+    a += data[i];
+    b += data[i + 1];
+    c += data[i + 2];
+    d += data[i + 3];
+  }
+  v4 s = a + b + c + d;
+  return s[0] + s[1] + s[2] + s[3];
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) float
+sumLines512(const float *p, size_t lines, size_t ahead) {
+  typedef float v16 __attribute__((vector_size(64)));
+  const v16 *data = reinterpret_cast<const v16 *>(p);
+  const size_t aheadLines = ahead / sizeof(v16);
+  v16 a = {}, b = a, c = a, d = a;
+  for (size_t i = 0; i + 4 <= lines; i += 4) {
+    if (aheadLines)
+      for (size_t j = 0; j < 4; ++j)
+        __builtin_prefetch(data + i + j + aheadLines, 0, 2);
+    a += data[i];
+    b += data[i + 1];
+    c += data[i + 2];
+    d += data[i + 3];
+  }
+  v16 s = a + b + c + d;
+  float sum = 0;
+  for (int i = 0; i < 16; ++i)
+    sum += s[i];
+  return sum;
+}
+
+bool hasAvx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+#endif
+
+/// Read bandwidth in GB/s with `threads` threads: the best of 12 passes over
+/// `buffer`, each thread summing its own slice (sumLines128 / sumLines512:
+/// with 16-byte loads the probe read 13.7 and 10.4 GB/s on one thread of an
+/// Intel Xeon, Emerald Rapids, in two rounds where 64-byte loads read 15.1
+/// and 14.6, and the w8a8 decode rows read more than it). Passes take turns
+/// without prefetch and with each line requested into L2 4, 6 or 12 KiB
+/// ahead: the decode kernels' kind of prefetch at the distances they use
+/// (microkernel_support.h; on CPUs with few L1 fill buffers, an Intel Xeon
+/// here, a plain loop of narrow loads reads well below what memory delivers,
+/// and decode would seem faster than its roofline). 0 if there is no buffer.
+double streamBandwidth(const ProbeBuffer &buffer, int threads) {
+  const size_t lines = buffer.size() * sizeof(float) / 64;
+  const float *data = buffer.data();
+#if defined(__x86_64__)
+  float (*sumLines)(const float *, size_t, size_t) =
+      hasAvx512() ? sumLines512 : sumLines128;
+#else
+  float (*sumLines)(const float *, size_t, size_t) = sumLines128;
+#endif
+  static constexpr size_t kAhead[] = {0, 4096, 6144, 12288};
   double best = 0;
   volatile float sink = 0;
-  for (int pass = 0; vectors > 0 && pass < 12; ++pass) {
+  for (int pass = 0; lines > 0 && pass < 12; ++pass) {
     const size_t ahead = kAhead[pass % 4];
     std::vector<float> sums(size_t(threads), 0.0f);
     double start = now();
     std::vector<std::thread> workers;
     for (int t = 0; t < threads; ++t)
       workers.emplace_back([&, t] {
-        size_t begin = vectors * size_t(t) / size_t(threads) / 4 * 4;
-        size_t end = vectors * size_t(t + 1) / size_t(threads) / 4 * 4;
-        v4 a = {0, 0, 0, 0}, b = a, c = a, d = a;
-        for (size_t i = begin; i < end; i += 4) {
-          if (ahead) // 4 vectors are one 64-byte line
-            __builtin_prefetch(data + i + ahead, 0, 2);
-          a += data[i];
-          b += data[i + 1];
-          c += data[i + 2];
-          d += data[i + 3];
-        }
-        v4 s = a + b + c + d;
-        sums[size_t(t)] = s[0] + s[1] + s[2] + s[3];
+        // whole blocks of 4 lines
+        size_t begin = lines * size_t(t) / size_t(threads) / 4 * 4;
+        size_t end = lines * size_t(t + 1) / size_t(threads) / 4 * 4;
+        sums[size_t(t)] = sumLines(data + begin * 16, end - begin, ahead);
       });
     for (std::thread &w : workers)
       w.join();
