@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ModelLoader.h"
+#include "StreamRead.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -112,75 +113,18 @@ private:
   float *data_ = nullptr;
 };
 
-/// The sum of `lines` 64-byte lines at `p`, each requested into L2
-/// (prefetcht1) `ahead` bytes before it is read (0: no prefetch): four
-/// 16-byte loads a line, or where the CPU has AVX-512 (sumLines512) one
-/// 64-byte load, as the decode kernels read.
-float sumLines128(const float *p, size_t lines, size_t ahead) {
-  typedef float v4 __attribute__((vector_size(16)));
-  const v4 *data = reinterpret_cast<const v4 *>(p);
-  const size_t aheadVectors = ahead / sizeof(v4);
-  v4 a = {0, 0, 0, 0}, b = a, c = a, d = a;
-  for (size_t i = 0; i < 4 * lines; i += 4) {
-    if (aheadVectors)
-      __builtin_prefetch(data + i + aheadVectors, 0, 2);
-    a += data[i];
-    b += data[i + 1];
-    c += data[i + 2];
-    d += data[i + 3];
-  }
-  v4 s = a + b + c + d;
-  return s[0] + s[1] + s[2] + s[3];
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) float
-sumLines512(const float *p, size_t lines, size_t ahead) {
-  typedef float v16 __attribute__((vector_size(64)));
-  const v16 *data = reinterpret_cast<const v16 *>(p);
-  const size_t aheadLines = ahead / sizeof(v16);
-  v16 a = {}, b = a, c = a, d = a;
-  for (size_t i = 0; i + 4 <= lines; i += 4) {
-    if (aheadLines)
-      for (size_t j = 0; j < 4; ++j)
-        __builtin_prefetch(data + i + j + aheadLines, 0, 2);
-    a += data[i];
-    b += data[i + 1];
-    c += data[i + 2];
-    d += data[i + 3];
-  }
-  v16 s = a + b + c + d;
-  float sum = 0;
-  for (int i = 0; i < 16; ++i)
-    sum += s[i];
-  return sum;
-}
-
-bool hasAvx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
-}
-#endif
-
 /// Read bandwidth in GB/s with `threads` threads: the best of 12 passes over
-/// `buffer`, each thread summing its own slice (sumLines128 / sumLines512:
-/// with 16-byte loads the probe read 13.7 and 10.4 GB/s on one thread of an
-/// Intel Xeon, Emerald Rapids, in two rounds where 64-byte loads read 15.1
-/// and 14.6, and the w8a8 decode rows read more than it). Passes take turns
-/// without prefetch and with each line requested into L2 4, 6 or 12 KiB
-/// ahead: the decode kernels' kind of prefetch at the distances they use
+/// `buffer`, each thread summing its own slice (spark::widestLineSum: 64-byte
+/// loads where the CPU has AVX-512). Passes take turns without prefetch and
+/// with each line requested into L2 4, 6 or 12 KiB ahead: the decode
+/// kernels' kind of prefetch at the distances they use
 /// (microkernel_support.h; on CPUs with few L1 fill buffers, an Intel Xeon
 /// here, a plain loop of narrow loads reads well below what memory delivers,
 /// and decode would seem faster than its roofline). 0 if there is no buffer.
 double streamBandwidth(const ProbeBuffer &buffer, int threads) {
   const size_t lines = buffer.size() * sizeof(float) / 64;
   const float *data = buffer.data();
-#if defined(__x86_64__)
-  float (*sumLines)(const float *, size_t, size_t) =
-      hasAvx512() ? sumLines512 : sumLines128;
-#else
-  float (*sumLines)(const float *, size_t, size_t) = sumLines128;
-#endif
+  const spark::LineSum sumLines = spark::widestLineSum();
   static constexpr size_t kAhead[] = {0, 4096, 6144, 12288};
   double best = 0;
   volatile float sink = 0;
