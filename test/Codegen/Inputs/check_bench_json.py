@@ -23,7 +23,8 @@ for row in report["rows"]:
                            row["read_gb_per_second_max"])
         ordered = 0 < low <= mean * 1.000001 and mean <= high * 1.000001
         line += (f" probes {row['bandwidth_probes']} bandwidth "
-                 f"{'ordered' if ordered else 'NOT ordered'}")
+                 f"{'ordered' if ordered else 'NOT ordered'}"
+                 f" pack {there(row, 'pack_read_gb_per_second')}")
     if "roofline_fraction" in row:
         line += f" roofline_fraction {there(row, 'roofline_fraction')}"
     print(line)
