@@ -254,7 +254,7 @@ struct Shape {
   int K, N;
 };
 const Shape kShapes[] = {
-    {"gate/up", 2048, 13312}, {"down", 6656, 2048}, {"head", 2048, 131072}};
+    {"gate/up", 2048, 13312}, {"down", 6656, 2048}, {"head", 2048, 131072}, {"qkv", 2048, 3072}, {"o", 2048, 2048}};
 
 /// One kernel at one shape: the matrix copies and a call. Copies of one
 /// matrix of the 1.7b, each laid out as an x86 weight pack lays out a matrix
