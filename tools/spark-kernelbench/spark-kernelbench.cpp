@@ -248,13 +248,18 @@ bool hasKernel(Variant v, Scheme s) {
   return !(v == Variant::Avx512Vnni && s == Scheme::W8A16);
 }
 
-/// One matrix of the 1.7b's decode step.
+/// One matrix of the 1.7b's decode step, in the order a layer calls them
+/// (the fused query, key and value projection, the output projection, the
+/// fused gate and up projection, the down projection), then the head.
 struct Shape {
   const char *what;
   int K, N;
 };
-const Shape kShapes[] = {
-    {"gate/up", 2048, 13312}, {"down", 6656, 2048}, {"head", 2048, 131072}, {"qkv", 2048, 3072}, {"o", 2048, 2048}};
+const Shape kShapes[] = {{"qkv", 2048, 3072},
+                         {"o", 2048, 2048},
+                         {"gate/up", 2048, 13312},
+                         {"down", 6656, 2048},
+                         {"head", 2048, 131072}};
 
 /// One kernel at one shape: the matrix copies and a call. Copies of one
 /// matrix of the 1.7b, each laid out as an x86 weight pack lays out a matrix
