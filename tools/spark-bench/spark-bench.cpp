@@ -165,8 +165,7 @@ double streamBandwidth(const float *data, size_t bytes, int threads) {
 }
 
 double streamBandwidth(const ProbeBuffer &buffer, int threads) {
-  return streamBandwidth(buffer.data(), buffer.size() * sizeof(float),
-                         threads);
+  return streamBandwidth(buffer.data(), buffer.size() * sizeof(float), threads);
 }
 
 /// The weight pack mapped again, as the runtime maps it (read-only, shared,
@@ -659,13 +658,13 @@ int main(int argc, char **argv) {
   }
 
   const bool roofline = probe && weightBytes > 0;
-  std::printf(
-      "| model | size | backend | threads | test | t/s |%s\n"
-      "| --- | ---: | --- | ---: | ---: | ---: |%s\n",
-      roofline ? " read GB/s | MB/token | roofline t/s | % of roofline | "
-                 "pack GB/s |"
-               : "",
-      roofline ? " ---: | ---: | ---: | ---: | ---: |" : "");
+  std::printf("| model | size | backend | threads | test | t/s |%s\n"
+              "| --- | ---: | --- | ---: | ---: | ---: |%s\n",
+              roofline
+                  ? " read GB/s | MB/token | roofline t/s | % of roofline | "
+                    "pack GB/s |"
+                  : "",
+              roofline ? " ---: | ---: | ---: | ---: | ---: |" : "");
   for (const Row &row : rows) {
     std::printf("| spark %s | %.2f GiB | %s %s | %d | %s | %.2f ± %.2f |",
                 outDir.c_str(),
