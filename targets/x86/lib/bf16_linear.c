@@ -63,7 +63,7 @@ dpwssd(__m512i acc, __m512i a, __m512i b) {
  * feed a vpmovsxbw, clang folds them into two 32-byte memory operands, two
  * demand loads of the line instead of one. The w8a16 decode rows read the
  * weights from memory at 86-88% of a stream with two loads a line, 92-104%
- * with one (spark-kernelbench, Intel Xeon (Emerald Rapids), 1 and 2
+ * with one (spark-kernelbench, an Intel Xeon guest with AMX, 1 and 2
  * threads, the 1.7b's gate/up, down and head matrices; distances 2-24 KiB
  * ahead moved the two-load rows by at most 4 points). */
 static inline __attribute__((always_inline)) __m512i load_line(const void *p) {

@@ -180,8 +180,8 @@ w8a8_row(const int8_job *job, int n, const int ahead) {
  * the lane sums of 4 rows taken at once (as w4a8_token). Summing each row's
  * two vectors on its own (two reductions and a scalar product a row) read
  * the 1.7b's K = 2048 matrices from memory at 87-90% of a stream where the
- * rows of K = 6656 read 100-102% (spark-kernelbench, Intel Xeon (Emerald
- * Rapids)). */
+ * rows of K = 6656 read 100-102% (spark-kernelbench, an Intel Xeon guest
+ * with AMX). */
 static inline __attribute__((always_inline)) void
 w8a8_token(const int8_job *job, int n0, int n1, const int ahead) {
   const __m128 token_scale = _mm_set1_ps(job->token_scales[0]);
