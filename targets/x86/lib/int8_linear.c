@@ -17,8 +17,9 @@
  *   w4a8: the weight codes 0..15 are the unsigned side; the -8 of
  *         (code - 8) * scale comes off as 8 * the group's sum of input codes.
  * Each task takes a block of rows. One token (decode) reads them one row at
- * a time (w8a8, w4a8) or 4 rows at a time (w4a16, whose four vpdpbusd per 64
- * weight bytes need four 64-byte input loads: 4 rows share them), each
+ * a time (w8a8, w4a8, and w4a16 on Intel cores) or, w4a16 on AMD cores, 4
+ * rows at a time (its four vpdpbusd per 64 weight bytes need four 64-byte
+ * input loads: 4 rows share them; w4a16_decode_rows()), each
  * line requested into L2 ahead: the rows' spark_prefetch_avx512_rows() on in
  * memory order, the w4a16 tiles' the same line of a later tile
  * (w4a16_tile_ahead); more
