@@ -14,6 +14,9 @@
 //   avx512vnni_nogfni: int8_linear.c's copy in X86NoGfni.c, whose w4a8
 //               decode rows unpack without GFNI (avx512vnni takes the GFNI
 //               path on CPUs that have it)
+//   avx512vnni_int16_other: the same copy's w4a16 with 16-bit inputs, whose
+//               decode takes the path avx512vnni_int16's does not on this
+//               CPU (tiles of 4 rows on Intel cores, single rows on AMD's)
 //   avx512bf16: bf16_linear.c (w8a16 with bf16 inputs, bf16; also rows that
 //               are not a multiple of the 4-row tiles)
 //   avx512bf16_fma, avx512bf16_dot: its bf16 prefill tiles on f32 FMAs and
@@ -63,6 +66,8 @@ SPARK_W8_KERNEL(spark_bf16_linear_w8a16)
 // int8_linear.c without its GFNI path (X86NoGfni.c)
 SPARK_INT8_KERNEL(spark_nogfni_linear_w8a8)
 SPARK_INT8_KERNEL(spark_nogfni_linear_w4a8)
+SPARK_W4_KERNEL(spark_nogfni_linear_w4a16_xbf16)
+SPARK_W4_KERNEL(spark_nogfni_linear_w4a16_xf16)
 int spark_bf16_linear(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
 int spark_bf16_linear_tiles(halide_buffer_t *, halide_buffer_t *,
                             halide_buffer_t *, int dot_products);
@@ -180,6 +185,19 @@ const KernelSet kAvx512VnniInt16 = {
     nullptr,
     {128},
     {nullptr, spark_vnni_linear_w4a16_xbf16, spark_vnni_linear_w4a16_xf16},
+    {nullptr, nullptr},
+    nullptr,
+    0,
+    true};
+// The same from X86NoGfni.c: w4a16 decode on the other path.
+const KernelSet kAvx512VnniInt16Other = {
+    "avx512vnni_int16_other",
+    cpuHasAvx512Vnni,
+    "AVX-512 F/BW and AVX512_VNNI",
+    nullptr,
+    nullptr,
+    {128},
+    {nullptr, spark_nogfni_linear_w4a16_xbf16, spark_nogfni_linear_w4a16_xf16},
     {nullptr, nullptr},
     nullptr,
     0,
@@ -685,7 +703,8 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     X86, W4A16Kernels,
     ::testing::Combine(::testing::Values(&kAvx2, &kAvx512Vnni,
-                                         &kAvx512VnniInt16),
+                                         &kAvx512VnniInt16,
+                                         &kAvx512VnniInt16Other),
                        kTokens),
     caseName);
 INSTANTIATE_TEST_SUITE_P(
