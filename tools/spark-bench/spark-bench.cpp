@@ -23,14 +23,12 @@
 #include "ModelLoader.h"
 #include "StreamRead.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #if defined(__x86_64__)
 #include <xmmintrin.h>
 #endif
@@ -168,44 +166,46 @@ double streamBandwidth(const ProbeBuffer &buffer, int threads) {
   return streamBandwidth(buffer.data(), buffer.size() * sizeof(float), threads);
 }
 
-/// The weight pack mapped again, as the runtime maps it (read-only, shared,
-/// MADV_HUGEPAGE): the same page-cache pages the decode steps read. On a VM
-/// they can read slower than the probe's fresh anonymous pages (seen on an
-/// Intel Xeon guest: one pack 12.4-14.4 GB/s on one thread where the probe
-/// and the other packs read 15.1-15.5), and no kernel streams its weights
-/// faster than their pages deliver.
+/// The weight pack mapped again (read-only, MADV_HUGEPAGE, as the runtime
+/// maps it; LLVM's read-only mapping is private, which maps the same
+/// page-cache pages, in 2 MiB pages as well once read): the pages the decode
+/// steps read. On a VM they can read slower than the probe's fresh anonymous
+/// pages (seen on an Intel Xeon guest: one pack 12.4-14.4 GB/s on one thread
+/// where the probe and the other packs read 15.1-15.5), and no kernel
+/// streams its weights faster than their pages deliver.
 class PackMapping {
 public:
   explicit PackMapping(const std::string &path) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    llvm::Expected<llvm::sys::fs::file_t> file =
+        llvm::sys::fs::openNativeFileForRead(path);
+    if (!file) {
+      llvm::consumeError(file.takeError());
       return;
-    struct stat st;
-    if (fstat(fd, &st) == 0 && st.st_size >= 256) {
-      void *p = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
-      if (p != MAP_FAILED) {
-        madvise(p, size_t(st.st_size), MADV_HUGEPAGE);
-        data_ = static_cast<const float *>(p);
-        bytes_ = size_t(st.st_size);
-      }
     }
-    close(fd);
+    uint64_t size = 0;
+    std::error_code ec = llvm::sys::fs::file_size(path, size);
+    if (!ec && size >= 256)
+      region_ = llvm::sys::fs::mapped_file_region(
+          *file, llvm::sys::fs::mapped_file_region::readonly, size_t(size), 0,
+          ec);
+    llvm::sys::fs::closeFile(*file);
+    if (ec)
+      region_ = llvm::sys::fs::mapped_file_region();
+    else if (region_)
+      madvise(const_cast<char *>(region_.const_data()), region_.size(),
+              MADV_HUGEPAGE);
   }
-  ~PackMapping() {
-    if (data_)
-      munmap(const_cast<float *>(data_), bytes_);
-  }
-  PackMapping(const PackMapping &) = delete;
-  PackMapping &operator=(const PackMapping &) = delete;
   /// GB/s of the stream over the whole pack (whole blocks of 4 lines), 0 if
   /// it could not be mapped.
   double bandwidth(int threads) const {
-    return data_ ? streamBandwidth(data_, bytes_ / 256 * 256, threads) : 0.0;
+    return region_ ? streamBandwidth(
+                         reinterpret_cast<const float *>(region_.const_data()),
+                         region_.size() / 256 * 256, threads)
+                   : 0.0;
   }
 
 private:
-  const float *data_ = nullptr;
-  size_t bytes_ = 0;
+  llvm::sys::fs::mapped_file_region region_;
 };
 
 /// The manifest's decode_weight_bytes (0 when the build predates it).
