@@ -12,6 +12,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 /* Whether a linear call's buffers fit a kernel: x f32 [K, T], w [K / pack, N]
  * (pack 1: a byte per weight, 2: two 4-bit codes a byte) with dense rows,
@@ -122,6 +125,16 @@ enum { kSparkPrefetchAvx2 = 1536, kSparkPrefetchAvx512 = 12288 };
  * 0.94-0.99x with 6 KiB). */
 enum { kSparkPrefetchAvx512Amd = 6144 };
 
+/* The w8a8 decode rows on AMD Zen 4: 3 KiB. Their two vpdpbusd a line (the
+ * second takes off the +128 of the input codes) read less of the stream at
+ * 6 KiB than rows of one instruction a line, where the w4a8 and w8a16 rows
+ * want 6 KiB. AMD EPYC Zen 4 (2-core VM, 2026-12-06), spark-kernelbench, the
+ * five matrices, one thread, % of the stream: w8a8 at 6 KiB 67-76%, 4 KiB
+ * 80-86%, 3 KiB 87-96%, 2 KiB 88-98%; w4a8 at 6 KiB 81-96%, 3 KiB 52-65%;
+ * w8a16 at 6 KiB 84-93%, 3 KiB 62-66%. Zen 5 keeps 6 KiB (not measured
+ * there). */
+enum { kSparkPrefetchW8a8Zen4 = 3072 };
+
 #if defined(__x86_64__) || defined(__i386__)
 /* The distance the AVX-512 decode rows prefetch at on this CPU, taken once
  * per call into the kernel's job. */
@@ -129,6 +142,19 @@ static inline int spark_prefetch_avx512_rows(void) {
   __builtin_cpu_init();
   return __builtin_cpu_is("amd") ? kSparkPrefetchAvx512Amd
                                  : kSparkPrefetchAvx512;
+}
+
+/* The same for the w8a8 rows: kSparkPrefetchW8a8Zen4 on AMD family 0x19
+ * (Zen 3 and Zen 4; those with AVX-512, the only ones to run these rows, are
+ * Zen 4). */
+static inline int spark_prefetch_w8a8_rows(void) {
+  const int ahead = spark_prefetch_avx512_rows();
+  unsigned eax, ebx, ecx, edx;
+  if (ahead != kSparkPrefetchAvx512Amd ||
+      !__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+    return ahead;
+  const unsigned family = ((eax >> 8) & 0xF) + ((eax >> 20) & 0xFF);
+  return family == 0x19 ? kSparkPrefetchW8a8Zen4 : ahead;
 }
 #endif
 

@@ -248,7 +248,10 @@ static int w8a8_task(void *user_context, int task, uint8_t *closure) {
   const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
   const __m512i bias = _mm512_set1_epi8((char)0x80);
   if (job->T == 1) {
-    if (job->ahead == kSparkPrefetchAvx512Amd) /* a constant in the loop */
+    /* a constant in the loop */
+    if (job->ahead == kSparkPrefetchW8a8Zen4)
+      w8a8_token(job, n0, n1, kSparkPrefetchW8a8Zen4);
+    else if (job->ahead == kSparkPrefetchAvx512Amd)
       w8a8_token(job, n0, n1, kSparkPrefetchAvx512Amd);
     else
       w8a8_token(job, n0, n1, kSparkPrefetchAvx512);
@@ -1078,7 +1081,7 @@ int spark_vnni_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                   .N = N,
                   .T = T,
                   .out_stride = out->dim[1].stride,
-                  .ahead = spark_prefetch_avx512_rows()};
+                  .ahead = spark_prefetch_w8a8_rows()};
   return run_int8(x, input_scale, &job, 0, w8a8_task);
 }
 
