@@ -91,7 +91,7 @@ const char *const kUsage =
     "w4a16,w4a8,w8a16,w8a8]\n"
     "                         [--attention-depths 4096,32704] "
     "[--attention-cache f32]\n"
-    "                         [--rounds 20]\n"
+    "                         [--rounds 20] [--variant avx2]\n"
     "                         [--pool-mib 1024]\n"
     "  Each decode matrix kernel this CPU's model libraries run, at the "
     "1.7b's\n"
@@ -109,7 +109,10 @@ const char *const kUsage =
     "              rows (after one row for the sliding layers' full ring); "
     "none:\n"
     "              no attention rows\n"
-    "  --attention-cache f32|bf16|f16: the caches' elements (--kv-cache)\n";
+    "  --attention-cache f32|bf16|f16: the caches' elements (--kv-cache)\n"
+    "  --variant avx2|avx512vnni|avx512bf16: the kernels of that x86 variant\n"
+    "              (as SPARK_X86_VARIANT restricts a model library to it),\n"
+    "              if this CPU runs it; default: the one its libraries take\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "spark-kernelbench: %s\n", message.c_str());
@@ -550,6 +553,7 @@ int main(int argc, char **argv) {
                          {"pool-mib", true},
                          {"attention-depths", true},
                          {"attention-cache", true},
+                         {"variant", true},
                          {"help", false}});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -599,7 +603,24 @@ int main(int argc, char **argv) {
       attentionCache != "f16")
     return fail("--attention-cache: '" + attentionCache +
                 "' is not one of f32, bf16, f16");
-  Variant variant = cpuVariant();
+  const Variant cpu = cpuVariant();
+  Variant variant = cpu;
+  if (std::string name = args.get("variant", ""); !name.empty()) {
+    const Variant named[] = {Variant::Avx2, Variant::Avx512Vnni,
+                             Variant::Avx512};
+    auto it = std::find_if(std::begin(named), std::end(named), [&](Variant v) {
+      return "x86-" + name == variantName(v);
+    });
+    if (it == std::end(named))
+      return fail("--variant: '" + name +
+                  "' is not one of avx2, avx512vnni, avx512bf16");
+    // The variants in order of what they need: this CPU runs those up to
+    // its own.
+    if (int(*it) > int(cpu))
+      return fail("--variant=" + name + ": this CPU does not run it (its " +
+                  "model libraries take " + variantName(cpu) + ")");
+    variant = *it;
+  }
   if (variant == Variant::Avx2 && attentionCache != "f32" && !depths.empty())
     return fail("--attention-cache=" + attentionCache +
                 ": the x86-avx2 variant's attention kernel takes f32 caches "
@@ -607,9 +628,14 @@ int main(int argc, char **argv) {
   if (variant == Variant::None)
     return fail("this CPU has no AVX2, FMA and F16C: there are no x86 matrix "
                 "kernels to measure");
-  std::printf("variant: %s (the decode kernels a model library runs on this "
-              "CPU)\n\n",
-              variantName(variant));
+  if (variant == cpu)
+    std::printf("variant: %s (the decode kernels a model library runs on "
+                "this CPU)\n\n",
+                variantName(variant));
+  else
+    std::printf("variant: %s (--variant; this CPU's model libraries take "
+                "%s)\n\n",
+                variantName(variant), variantName(cpu));
   const size_t poolBytes = size_t(poolMiB) << 20;
   Region stream(poolBytes);
   if (!stream.data)
