@@ -26,6 +26,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Process.h"
 
 #include <dlfcn.h>
 #include <sys/mman.h>
@@ -207,6 +208,37 @@ public:
 private:
   llvm::sys::fs::mapped_file_region region_;
 };
+
+/// The share of the pack's pages in the page cache (mincore over a mapping
+/// of it that touches none), or -1 if it cannot be told: a first open after
+/// the cache was dropped reads the pack from disk.
+double cachedShare(const std::string &path) {
+  llvm::Expected<llvm::sys::fs::file_t> file =
+      llvm::sys::fs::openNativeFileForRead(path);
+  if (!file) {
+    llvm::consumeError(file.takeError());
+    return -1;
+  }
+  uint64_t size = 0;
+  std::error_code ec = llvm::sys::fs::file_size(path, size);
+  llvm::sys::fs::mapped_file_region region;
+  if (!ec && size > 0)
+    region = llvm::sys::fs::mapped_file_region(
+        *file, llvm::sys::fs::mapped_file_region::readonly, size_t(size), 0,
+        ec);
+  llvm::sys::fs::closeFile(*file);
+  if (ec || !region)
+    return -1;
+  const size_t page = size_t(llvm::sys::Process::getPageSizeEstimate());
+  std::vector<unsigned char> resident((region.size() + page - 1) / page);
+  if (mincore(const_cast<char *>(region.const_data()), region.size(),
+              resident.data()) != 0)
+    return -1;
+  size_t in = 0;
+  for (unsigned char r : resident)
+    in += r & 1;
+  return double(in) / double(resident.size());
+}
 
 /// The manifest's decode_weight_bytes (0 when the build predates it).
 uint64_t decodeWeightBytes(const std::string &outDir) {
@@ -471,6 +503,7 @@ int main(int argc, char **argv) {
   struct Load {
     int threads;
     double seconds; // checksums verified at open (or not at all)
+    double cached;  // the pack's share in the page cache before, or -1
     size_t anonAfterOpen;
     // SPARK_VERIFY_IN_BACKGROUND, opened again after the run's first open:
     // to ready-to-decode, and to the checksums' verdict (waited for at once)
@@ -507,6 +540,8 @@ int main(int argc, char **argv) {
     spark_open_params params = spark_open_params_default();
     params.num_threads = threads;
     params.verify_checksums = !args.has("no-verify");
+    const double cached =
+        cachedShare(pack.empty() ? outDir + "/model.spkw" : pack);
     double start = now();
     std::string error = loaded.load(outDir, params, pack);
     if (!error.empty())
@@ -514,7 +549,7 @@ int main(int argc, char **argv) {
     spark_session *session;
     if (spark_status s = spark_session_create(loaded.model, nullptr, &session))
       return fail(std::string("session: ") + spark_status_string(s));
-    loads.push_back({threads, now() - start, rssAnon()});
+    loads.push_back({threads, now() - start, cached, rssAnon()});
     if (!args.has("no-verify")) {
       spark::LoadedModel background;
       spark_open_params deferred = params;
@@ -685,12 +720,16 @@ int main(int argc, char **argv) {
     std::printf("\n(no roofline: %s/manifest.json has no decode_weight_bytes; "
                 "rebuild with this spark-compile)\n",
                 outDir.c_str());
-  std::printf("\n| threads | open to ready-to-decode | RssAnon when ready | "
-              "peak RssAnon | ready, checksums in background | their "
-              "verdict |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  std::printf("\n| threads | pack in page cache | open to ready-to-decode | "
+              "RssAnon when ready | peak RssAnon | ready, checksums in "
+              "background | their verdict |\n| ---: | ---: | ---: | ---: | "
+              "---: | ---: | ---: |\n");
   for (const Load &load : loads) {
-    std::printf("| %d | %.1f ms | %.1f MiB | %.1f MiB |", load.threads,
-                load.seconds * 1000.0,
+    if (load.cached < 0)
+      std::printf("| %d | ? |", load.threads);
+    else
+      std::printf("| %d | %.0f%% |", load.threads, load.cached * 100.0);
+    std::printf(" %.1f ms | %.1f MiB | %.1f MiB |", load.seconds * 1000.0,
                 double(load.anonAfterOpen) / (1024.0 * 1024),
                 double(peakAnon) / (1024.0 * 1024));
     if (load.backgroundReady < 0)
@@ -747,6 +786,7 @@ int main(int argc, char **argv) {
       llvm::json::Object o{
           {"threads", load.threads},
           {"open_to_ready_ms", load.seconds * 1000.0},
+          {"pack_cached_fraction", load.cached},
           {"rss_anon_ready_bytes", int64_t(load.anonAfterOpen)}};
       if (load.backgroundReady >= 0) { // not with --no-verify
         o["background_verify_ready_ms"] = load.backgroundReady * 1000.0;

@@ -29,7 +29,10 @@ for row in report["rows"]:
         line += f" roofline_fraction {there(row, 'roofline_fraction')}"
     print(line)
 for load in report["loads"]:
-    print(f"load threads {load['threads']} open_to_ready_ms {there(load, 'open_to_ready_ms')} "
+    cached = load["pack_cached_fraction"]
+    assert cached == -1 or 0 <= cached <= 1, load
+    print(f"load threads {load['threads']} pack_cached_fraction {cached:g} "
+          f"open_to_ready_ms {there(load, 'open_to_ready_ms')} "
           f"rss_anon_ready_bytes {there(load, 'rss_anon_ready_bytes')} background_verify "
           f"{'yes' if 'background_verify_ready_ms' in load and 'background_verify_verdict_ms' in load else 'no'}")
 for profile in report["profiles"]:
