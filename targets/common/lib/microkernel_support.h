@@ -130,9 +130,9 @@ enum { kSparkPrefetchAvx512Amd = 6144 };
  * 6 KiB than rows of one instruction a line, where the w4a8 and w8a16 rows
  * want 6 KiB. AMD EPYC Zen 4 (2-core VM, 2026-12-06), spark-kernelbench, the
  * five matrices, one thread, % of the stream: w8a8 at 6 KiB 67-76%, 4 KiB
- * 80-86%, 3 KiB 87-96%, 2 KiB 88-98%; w4a8 at 6 KiB 81-96%, 3 KiB 52-65%;
- * w8a16 at 6 KiB 84-93%, 3 KiB 62-66%. Zen 5 keeps 6 KiB (not measured
- * there). */
+ * 80-86%, 3 KiB 87-96%, 2 KiB 88-98%; w4a8 at 6 KiB 81-96%, 3 KiB 47-65%;
+ * w8a16 at 6 KiB 84-93%, 3 KiB 59-66%. Zen 5 keeps 6 KiB (its w8a8 1.7b
+ * decode was slower at 3 KiB than at 6 when that was chosen). */
 enum { kSparkPrefetchW8a8Zen4 = 3072 };
 
 #if defined(__x86_64__) || defined(__i386__)
