@@ -20,8 +20,14 @@
  * divides kQueries (Spark: hd 256, 4 query heads per key / value head);
  * other shapes run x86_attention.h's task. Compiled with -mavx512f -mavx2 -mfma
  * -mf16c. */
-/* x86_attention.h's task (the shapes the others do not take) requests rows
- * 16 ahead into L2. */
+/* Every decode row is requested ahead into L2 (SPARK_ATTENTION_HINT), not
+ * L1: a request into L1 holds one of the core's few fill buffers until its
+ * line arrives. AMD EPYC Zen 4 (2026-12-06), spark-kernelbench, the 1.7b's
+ * full layer at 32704 positions, % of the stream at 1 / 2 threads: bf16
+ * caches 25% / 45% into L1, 51% / 79% into L2; f32 32% / 58% -> 52% / 74%;
+ * f16 25% / 44% -> 49% / 83% (at 4096 positions and the sliding ring alike).
+ * x86_attention.h's task (the shapes the others do not take) requests rows
+ * 16 ahead. */
 #define SPARK_ATTENTION_AHEAD 16
 #define SPARK_ATTENTION_HINT _MM_HINT_T1
 
@@ -305,8 +311,9 @@ enum {
   kMinPartKeys = 128,
   kValueBlock = 16,
   kMaxRows = 64, /* key / value heads x query heads rounded up to 4 */
-  /* rows requested into L1 ahead: key slots, blocks of values (1.7b at
-   * 32704 positions, Zen 5, 1 and 2 threads: 3-10% over none) */
+  /* rows requested ahead: key slots, blocks of values (1.7b at 32704
+   * positions, Zen 5, 1 and 2 threads, into L1: 3-10% over none; Zen 4, into
+   * L2: 16 and 32 key slots, 4 value blocks no faster) */
   kKeysAhead = 8,
   /* keys score_key_run computes together: 4 x kTokenHeads sums in registers
    * (one key at a time: each FMA waited on the one before it) */
@@ -379,7 +386,7 @@ score_key_run(const float *q, const void *const *key, const int type, int hd,
 /* acc[row][d] += w[row][b] * value[b][d] for the `block` rows value[] (of
  * `type`) of one key / value head, its chunks x kTokenHeads query rows
  * (weights w[row * stride + b]); rows of later[] (if not NULL) are
- * requested into L1 on the way. */
+ * requested on the way. */
 static inline __attribute__((always_inline)) void
 add_value_rows(float *acc, const float *w, size_t stride,
                const void *const *value, const void *const *later, int block,
@@ -396,7 +403,8 @@ add_value_rows(float *acc, const float *w, size_t stride,
       for (int b = 0; b < block; ++b) {
         if (later[b] && c == 0)
           for (int l = 0; l < 64 * size; l += 64)
-            _mm_prefetch((const char *)later[b] + d0 * size + l, _MM_HINT_T0);
+            _mm_prefetch((const char *)later[b] + d0 * size + l,
+                         SPARK_ATTENTION_HINT);
         __m512 v[4];
         for (int e = 0; e < 4; ++e)
           v[e] = load16(value[b], type, d0 + 16 * e);
@@ -416,7 +424,7 @@ add_value_rows(float *acc, const float *w, size_t stride,
 /* Scores of the cached keys m..end-1 (end - m a multiple of kKeyRun) of a
  * linear cache of `type` that every query of the token sees, kKeyRun at a
  * time, each key / value head's row kKeysAhead keys on (before `end`)
- * requested into L1: the rows' addresses stepped, no position checks (the
+ * requested: the rows' addresses stepped, no position checks (the
  * keys from `end` on take the caller's loop, which requests its own). From
  * memory, a full layer of the 1.7b at 32704 bf16 positions on one thread:
  * 23.0 -> 29.0 GB/s against checking each key as the other keys are. */
@@ -436,7 +444,7 @@ score_linear_keys(const attention_job *j, const float *qs, float *scores,
         if (m + i + kKeysAhead < end)
           for (size_t l = 0; l < (size_t)hd * size; l += 64)
             _mm_prefetch(row + (size_t)(i + kKeysAhead) * slot_bytes + l,
-                         _MM_HINT_T0);
+                         SPARK_ATTENTION_HINT);
       const void *key[kKeyRun];
       for (int i = 0; i < kKeyRun; ++i)
         key[i] = row + (size_t)i * slot_bytes;
@@ -533,7 +541,7 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
               (const char *)slot_row(j, 1, g, m + i + kKeysAhead, &type);
           const int bytes = hd * (type == kCacheF32 ? 4 : 2);
           for (int l = 0; l < bytes; l += 64)
-            _mm_prefetch(ahead + l, _MM_HINT_T0);
+            _mm_prefetch(ahead + l, SPARK_ATTENTION_HINT);
         }
     for (int g = 0; g < kv; ++g) {
       int type;
