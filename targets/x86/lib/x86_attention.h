@@ -114,11 +114,17 @@ static inline void spark_attention_store(const attention_job *j, int head,
 
 /* Requests key or value row m + SPARK_ATTENTION_AHEAD into the cache level
  * SPARK_ATTENTION_HINT names (the including file may set both; by default
- * 8 rows into L1): the rows of one head are a strided stream (the cache
- * interleaves the heads) that a task reads row by row. */
+ * 8 rows into L2): the rows of one head are a strided stream (the cache
+ * interleaves the heads) that a task reads row by row. Into L1 (until
+ * 2026-12-06) each request held one of the core's few fill buffers until its
+ * line arrived: the avx2 variant's kernel on an AMD EPYC Zen 4,
+ * spark-kernelbench --variant avx2, f32 caches, % of the stream at 1 / 2
+ * threads: full layer at 32704 positions 16% / 34% into L1, 23% / 60% into
+ * L2; at 4096 18% / 34% -> 27% / 59%; the sliding ring 23% / 35% -> 32% /
+ * 62%. */
 #ifndef SPARK_ATTENTION_AHEAD
 #define SPARK_ATTENTION_AHEAD 8
-#define SPARK_ATTENTION_HINT _MM_HINT_T0
+#define SPARK_ATTENTION_HINT _MM_HINT_T1
 #endif
 static inline void prefetch_row(const attention_job *j, int cache_key, int g,
                                 int m, int keys) {
