@@ -146,15 +146,21 @@ static inline int spark_prefetch_avx512_rows(void) {
 
 /* The same for the w8a8 rows: kSparkPrefetchW8a8Zen4 on AMD family 0x19
  * (Zen 3 and Zen 4; those with AVX-512, the only ones to run these rows, are
- * Zen 4). */
+ * Zen 4). CPUID is asked once (in a VM each CPUID is a trip to the
+ * hypervisor); racing first callers store the same value. */
 static inline int spark_prefetch_w8a8_rows(void) {
-  const int ahead = spark_prefetch_avx512_rows();
-  unsigned eax, ebx, ecx, edx;
-  if (ahead != kSparkPrefetchAvx512Amd ||
-      !__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+  static int known; /* 0: not asked yet */
+  int ahead = __atomic_load_n(&known, __ATOMIC_RELAXED);
+  if (ahead)
     return ahead;
-  const unsigned family = ((eax >> 8) & 0xF) + ((eax >> 20) & 0xFF);
-  return family == 0x19 ? kSparkPrefetchW8a8Zen4 : ahead;
+  ahead = spark_prefetch_avx512_rows();
+  unsigned eax, ebx, ecx, edx;
+  if (ahead == kSparkPrefetchAvx512Amd &&
+      __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+      ((eax >> 8) & 0xF) + ((eax >> 20) & 0xFF) == 0x19)
+    ahead = kSparkPrefetchW8a8Zen4;
+  __atomic_store_n(&known, ahead, __ATOMIC_RELAXED);
+  return ahead;
 }
 #endif
 
