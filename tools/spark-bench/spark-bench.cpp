@@ -167,6 +167,28 @@ double streamBandwidth(const ProbeBuffer &buffer, int threads) {
   return streamBandwidth(buffer.data(), buffer.size() * sizeof(float), threads);
 }
 
+/// `path` mapped read-only (no page touched), or an empty region if it
+/// cannot be opened, is empty or cannot be mapped.
+llvm::sys::fs::mapped_file_region mapFile(const std::string &path) {
+  llvm::Expected<llvm::sys::fs::file_t> file =
+      llvm::sys::fs::openNativeFileForRead(path);
+  if (!file) {
+    llvm::consumeError(file.takeError());
+    return {};
+  }
+  uint64_t size = 0;
+  std::error_code ec = llvm::sys::fs::file_size(path, size);
+  llvm::sys::fs::mapped_file_region region;
+  if (!ec && size > 0)
+    region = llvm::sys::fs::mapped_file_region(
+        *file, llvm::sys::fs::mapped_file_region::readonly, size_t(size), 0,
+        ec);
+  llvm::sys::fs::closeFile(*file);
+  if (ec)
+    return {};
+  return region;
+}
+
 /// The weight pack mapped again (read-only, MADV_HUGEPAGE, as the runtime
 /// maps it; LLVM's read-only mapping is private, which maps the same
 /// page-cache pages, in 2 MiB pages as well once read): the pages the decode
@@ -176,33 +198,19 @@ double streamBandwidth(const ProbeBuffer &buffer, int threads) {
 /// streams its weights faster than their pages deliver.
 class PackMapping {
 public:
-  explicit PackMapping(const std::string &path) {
-    llvm::Expected<llvm::sys::fs::file_t> file =
-        llvm::sys::fs::openNativeFileForRead(path);
-    if (!file) {
-      llvm::consumeError(file.takeError());
-      return;
-    }
-    uint64_t size = 0;
-    std::error_code ec = llvm::sys::fs::file_size(path, size);
-    if (!ec && size >= 256)
-      region_ = llvm::sys::fs::mapped_file_region(
-          *file, llvm::sys::fs::mapped_file_region::readonly, size_t(size), 0,
-          ec);
-    llvm::sys::fs::closeFile(*file);
-    if (ec)
-      region_ = llvm::sys::fs::mapped_file_region();
-    else if (region_)
+  explicit PackMapping(const std::string &path) : region_(mapFile(path)) {
+    if (region_)
       madvise(const_cast<char *>(region_.const_data()), region_.size(),
               MADV_HUGEPAGE);
   }
   /// GB/s of the stream over the whole pack (whole blocks of 4 lines), 0 if
   /// it could not be mapped.
   double bandwidth(int threads) const {
-    return region_ ? streamBandwidth(
-                         reinterpret_cast<const float *>(region_.const_data()),
-                         region_.size() / 256 * 256, threads)
-                   : 0.0;
+    return region_ && region_.size() >= 256
+               ? streamBandwidth(
+                     reinterpret_cast<const float *>(region_.const_data()),
+                     region_.size() / 256 * 256, threads)
+               : 0.0;
   }
 
 private:
@@ -213,21 +221,8 @@ private:
 /// of it that touches none), or -1 if it cannot be told: a first open after
 /// the cache was dropped reads the pack from disk.
 double cachedShare(const std::string &path) {
-  llvm::Expected<llvm::sys::fs::file_t> file =
-      llvm::sys::fs::openNativeFileForRead(path);
-  if (!file) {
-    llvm::consumeError(file.takeError());
-    return -1;
-  }
-  uint64_t size = 0;
-  std::error_code ec = llvm::sys::fs::file_size(path, size);
-  llvm::sys::fs::mapped_file_region region;
-  if (!ec && size > 0)
-    region = llvm::sys::fs::mapped_file_region(
-        *file, llvm::sys::fs::mapped_file_region::readonly, size_t(size), 0,
-        ec);
-  llvm::sys::fs::closeFile(*file);
-  if (ec || !region)
+  llvm::sys::fs::mapped_file_region region = mapFile(path);
+  if (!region)
     return -1;
   const size_t page = size_t(llvm::sys::Process::getPageSizeEstimate());
   std::vector<unsigned char> resident((region.size() + page - 1) / page);
@@ -484,9 +479,10 @@ int main(int argc, char **argv) {
   const bool probe = !args.has("no-bandwidth");
   const uint64_t weightBytes = decodeWeightBytes(outDir);
   // The pack the runtime maps, streamed after each tg row's last probe.
+  const std::string packPath = pack.empty() ? outDir + "/model.spkw" : pack;
   std::optional<PackMapping> packPages;
   if (probe)
-    packPages.emplace(pack.empty() ? outDir + "/model.spkw" : pack);
+    packPages.emplace(packPath);
 
   struct Row {
     int threads;
@@ -540,8 +536,7 @@ int main(int argc, char **argv) {
     spark_open_params params = spark_open_params_default();
     params.num_threads = threads;
     params.verify_checksums = !args.has("no-verify");
-    const double cached =
-        cachedShare(pack.empty() ? outDir + "/model.spkw" : pack);
+    const double cached = cachedShare(packPath);
     double start = now();
     std::string error = loaded.load(outDir, params, pack);
     if (!error.empty())
