@@ -62,11 +62,9 @@ def group_grid(w):
     return best_s, best_z
 
 
-def quant(col, s, z):
-    return (np.clip(np.round(col / s + z), 0, 15) - z) * s
-
-
-def gptq(w, H, group, damp=0.01):
+def gptq(w, H, group, damp=0.01, grid=False):
+    """The GPTQ rounding of w [N, K]: its dequantized values, and with `grid`
+    also the codes [N, K] and each group's scale and zero point [N, K/group]."""
     w = w.copy()
     N, K = w.shape
     H = H.copy()
@@ -76,14 +74,19 @@ def gptq(w, H, group, damp=0.01):
     H += damp * np.mean(np.diag(H)) * np.eye(K)
     Hinv = np.linalg.cholesky(np.linalg.inv(H)).T  # upper
     q = np.zeros_like(w)
+    codes = np.zeros((N, K), dtype=np.int64)
+    scales = np.zeros((N, K // group))
+    zeros = np.zeros((N, K // group))
     s = z = None
     for i in range(K):
         if i % group == 0:
             s, z = group_grid(w[:, i:i + group])
-        q[:, i] = quant(w[:, i], s, z)
+            scales[:, i // group], zeros[:, i // group] = s, z
+        codes[:, i] = np.clip(np.round(w[:, i] / s + z), 0, 15)
+        q[:, i] = (codes[:, i] - z) * s
         err = (w[:, i] - q[:, i]) / Hinv[i, i]
         w[:, i + 1:] -= np.outer(err, Hinv[i, i + 1:])
-    return q
+    return (q, codes, scales, zeros) if grid else q
 
 
 def rtn(w, group):
@@ -93,6 +96,37 @@ def rtn(w, group):
         q[:, g:g + group] = (np.clip(np.round(w[:, g:g + group] / s[:, None] + z[:, None]), 0, 15)
                              - z[:, None]) * s[:, None]
     return q
+
+
+def read_ids(path):
+    with open(path) as f:
+        return [[int(t) for t in line.split()] for line in f if line.strip()]
+
+
+def second_moments(model, calib):
+    """{weight name: X^T X} of every matrix's calibrated input (the head's:
+    the final norm's output), captured with hooks over the sequences of
+    `calib` (lists of token ids). The head-wise gate is left out: the
+    compiler keeps it in full precision."""
+    H = {}
+
+    def add(name, x):
+        x = x.detach().double().reshape(-1, x.shape[-1])
+        H[name] = H.get(name, 0) + (x.T @ x).numpy()
+
+    handles = []
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and not name.endswith("g_proj"):
+            handles.append(module.register_forward_hook(
+                lambda m, i, o, name=name: add(name + ".weight", i[0])))
+    handles.append(model.model.norm.register_forward_hook(
+        lambda m, i, o: add("model.embedding.weight", o)))
+    with torch.no_grad():
+        for ids in calib:
+            model(torch.tensor([ids]))
+    for handle in handles:
+        handle.remove()
+    return H
 
 
 def main():
@@ -111,32 +145,7 @@ def main():
     weights = load_weights(args.ckpt)
     model = SparkForCausalLM(config)
     model.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in weights.items()})
-    # Second moments of each matrix's input, captured with hooks.
-    H = {}
-
-    def hook(name):
-        def f(module, inputs, output):
-            x = inputs[0].detach().double().reshape(-1, inputs[0].shape[-1])
-            H[name] = H.get(name, 0) + (x.T @ x).numpy()
-        return f
-
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) and not name.endswith("g_proj"):
-            module.register_forward_hook(hook(name + ".weight"))
-    head_inputs = []
-    with open(args.calib) as f:
-        for line in f:
-            ids = [int(t) for t in line.split()]
-            if not ids:
-                continue
-            with torch.no_grad():
-                # the head's input: the final norm's output
-                handle = model.model.norm.register_forward_hook(
-                    lambda m, i, o: head_inputs.append(o.detach().double().reshape(-1, o.shape[-1])))
-                model(torch.tensor([ids]))
-                handle.remove()
-    X = torch.cat(head_inputs)
-    H["model.embedding.weight"] = (X.T @ X).numpy()
+    H = second_moments(model, read_ids(args.calib))
     out = dict(weights)
     for name, w in weights.items():
         if name not in H:
