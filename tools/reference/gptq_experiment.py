@@ -98,6 +98,30 @@ def rtn(w, group):
     return q
 
 
+def load_model(ckpt, weights=None):
+    """(config, weights, model): CKPT's config.json, its tensors as numpy
+    arrays (`weights` if given) and the training script's PyTorch model
+    holding them in f32."""
+    with open(os.path.join(ckpt, "config.json")) as f:
+        config = json.load(f)
+    if weights is None:
+        weights = load_weights(ckpt)
+    model = SparkForCausalLM(config)
+    model.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in weights.items()})
+    return config, weights, model
+
+
+def write_checkpoint(ckpt, out, tensors):
+    """A checkpoint folder `out`: CKPT's JSON files and `tensors` (name:
+    array) as F32 model.safetensors."""
+    os.makedirs(out)
+    for entry in os.listdir(ckpt):
+        if entry.endswith(".json"):
+            shutil.copy(os.path.join(ckpt, entry), out)
+    write_safetensors(os.path.join(out, "model.safetensors"),
+                      {n: np.asarray(v, dtype=np.float32) for n, v in tensors.items()})
+
+
 def read_ids(path):
     with open(path) as f:
         return [[int(t) for t in line.split()] for line in f if line.strip()]
@@ -140,11 +164,7 @@ def main():
     args = ap.parse_args()
     if os.path.exists(args.out):
         sys.exit(f"{args.out} exists")
-    with open(os.path.join(args.ckpt, "config.json")) as f:
-        config = json.load(f)
-    weights = load_weights(args.ckpt)
-    model = SparkForCausalLM(config)
-    model.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in weights.items()})
+    _, weights, model = load_model(args.ckpt)
     H = second_moments(model, read_ids(args.calib))
     out = dict(weights)
     for name, w in weights.items():
@@ -159,12 +179,7 @@ def main():
             continue
         out[name] = gptq(w, H[name], args.group) if args.method == "gptq" else rtn(w, args.group)
         print(f"{name}: {args.method}", file=sys.stderr)
-    os.makedirs(args.out)
-    for entry in os.listdir(args.ckpt):
-        if entry.endswith(".json"):
-            shutil.copy(os.path.join(args.ckpt, entry), args.out)
-    write_safetensors(os.path.join(args.out, "model.safetensors"),
-                      {n: np.asarray(v, dtype=np.float32) for n, v in out.items()})
+    write_checkpoint(args.ckpt, args.out, out)
 
 
 if __name__ == "__main__":

@@ -24,9 +24,7 @@ measures whether an import path for tuned scales would pay off
 """
 
 import argparse
-import json
 import os
-import shutil
 import sys
 import time
 
@@ -37,16 +35,14 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
-from gptq_experiment import gptq, read_ids, second_moments  # noqa: E402
-from nano_model import SparkForCausalLM  # noqa: E402
-from spark_reference import load_weights, write_safetensors  # noqa: E402
+from gptq_experiment import gptq, load_model, read_ids, second_moments, write_checkpoint  # noqa: E402
 
 
 class Grouped:
     """One matrix as fixed codes [N, K] with trainable per-group scale and
     zero point: value = (code - zero) * scale."""
 
-    def __init__(self, codes, scales, zeros, group):
+    def __init__(self, codes, scales, zeros, group, tune_codes):
         self.codes = torch.tensor(codes, dtype=torch.float32)
         self.group = group
         self.s0 = torch.tensor(scales, dtype=torch.float32)
@@ -55,21 +51,23 @@ class Grouped:
         self.a = torch.zeros_like(self.s0, requires_grad=True)
         self.b = torch.zeros_like(self.z0, requires_grad=True)
         # --tune-codes: each code's offset in code units, rounded in the
-        # forward pass with a straight-through gradient
-        self.u = torch.zeros_like(self.codes, requires_grad=True)
+        # forward pass with a straight-through gradient; else None
+        self.u = torch.zeros_like(self.codes, requires_grad=True) if tune_codes else None
 
-    def scales_zeros(self):
-        return self.s0 * (1 + self.a), self.z0 + self.b
+    def rounded_codes(self):
+        """The codes as they stand: GPTQ's, moved by u."""
+        if self.u is None:
+            return self.codes
+        c = self.codes + self.u
+        return c + (torch.clamp(torch.round(c), 0, 15) - c).detach()
 
     def value(self, round_f16=False):
-        s, z = self.scales_zeros()
+        s, z = self.s0 * (1 + self.a), self.z0 + self.b
         if round_f16:
             s = s.half().float()
             z = z.half().float()
         N, K = self.codes.shape
-        c = self.codes + self.u
-        c = c + (torch.clamp(torch.round(c), 0, 15) - c).detach()
-        c = c.view(N, K // self.group, self.group)
+        c = self.rounded_codes().view(N, K // self.group, self.group)
         return ((c - z[..., None]) * s[..., None]).view(N, K)
 
 
@@ -97,11 +95,7 @@ def main():
         sys.exit(f"{args.out} exists")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    with open(os.path.join(args.ckpt, "config.json")) as f:
-        config = json.load(f)
-    weights = load_weights(args.ckpt)
-    teacher = SparkForCausalLM(config)
-    teacher.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in weights.items()})
+    _, weights, teacher = load_model(args.ckpt)
     teacher.eval()
     calib = read_ids(args.calib)
     H = second_moments(teacher, calib)
@@ -113,24 +107,23 @@ def main():
             continue
         group = args.head_group if name == "model.embedding.weight" else args.group
         q, codes, scales, zeros = gptq(w, H[name], group, grid=True)
-        grouped[name] = Grouped(codes, scales, zeros, group)
+        grouped[name] = Grouped(codes, scales, zeros, group, args.tune_codes > 0)
         err = np.abs(grouped[name].value().detach().numpy() - q).max()
         assert err < 1e-5, (name, err)
     print(f"GPTQ: {len(grouped)} matrices in {time.time() - t0:.0f} s", file=sys.stderr)
 
-    student = SparkForCausalLM(config)
-    student.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in weights.items()})
+    _, _, student = load_model(args.ckpt, weights)
     for p in student.parameters():
         p.requires_grad_(False)
     modules = dict(student.named_modules())
 
-    def install(round_f16=False):
+    def install():
         for name, g in grouped.items():
             module = modules[name[:-len(".weight")]]
             # a plain tensor attribute in place of the parameter, so that the
             # graph reaches the scales
             module._parameters.pop("weight", None)
-            module.weight = g.value(round_f16)
+            module.weight = g.value()
 
     windows = []
     for ids in calib:
@@ -146,7 +139,7 @@ def main():
                 rest[name] = p
     opt = torch.optim.Adam([{"params": params},
                             {"params": list(rest.values()), "lr": args.lr / 5},
-                            {"params": [g.u for g in grouped.values()] if args.tune_codes else [],
+                            {"params": [g.u for g in grouped.values() if g.u is not None],
                              "lr": args.tune_codes}], lr=args.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.steps)
 
@@ -176,17 +169,12 @@ def main():
     with torch.no_grad():
         for name, g in grouped.items():
             out[name] = g.value(round_f16=True).numpy().astype(np.float64)
-            moved += int((torch.clamp(torch.round(g.codes + g.u), 0, 15) != g.codes).sum())
+            moved += int((g.rounded_codes() != g.codes).sum())
         print(f"codes changed: {moved} of {sum(g.codes.numel() for g in grouped.values())}",
               file=sys.stderr)
         for name, p in rest.items():
             out[name] = p.detach().numpy().astype(np.float64)
-    os.makedirs(args.out)
-    for entry in os.listdir(args.ckpt):
-        if entry.endswith(".json"):
-            shutil.copy(os.path.join(args.ckpt, entry), args.out)
-    write_safetensors(os.path.join(args.out, "model.safetensors"),
-                      {n: np.asarray(v, dtype=np.float32) for n, v in out.items()})
+    write_checkpoint(args.ckpt, args.out, out)
 
 
 if __name__ == "__main__":
