@@ -755,7 +755,8 @@ static json::Object matrixPrecisions(const ModelPlan &plan) {
     std::string precision;
     if (t.group > 0)
       precision = "int4 g" + std::to_string(t.group) +
-                  (t.symmetricGroups ? " symmetric" : " asymmetric");
+                  (t.symmetricGroups ? " symmetric" : " asymmetric") +
+                  (t.gridImported ? ", grid from the checkpoint" : "");
     else if (t.dtype == DType::I8)
       precision = "int8 per row";
     else
@@ -763,6 +764,19 @@ static json::Object matrixPrecisions(const ModelPlan &plan) {
     out[t.name] = precision;
   }
   return out;
+}
+
+/// Whether every 4-bit matrix took the grid its checkpoint brought (the
+/// others say so in "matrices").
+static bool allImported(const ModelPlan &plan) {
+  bool any = false;
+  for (const PackTensor &t : plan.tensors)
+    if (t.group > 0) {
+      if (!t.gridImported)
+        return false;
+      any = true;
+    }
+  return any;
 }
 
 /// Bytes of the weight pack one decode step reads: every tensor a kernel
@@ -838,7 +852,9 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
        fourBit ? json::Value(plan.options.groupSize) : json::Value(nullptr)},
       // How the 4-bit codes were chosen: GPTQ (--gptq), or each group's
       // grid search, weighted by calibrated input importance or not.
-      {"four_bit_rounding", !fourBit                     ? json::Value(nullptr)
+      {"four_bit_rounding", !fourBit ? json::Value(nullptr)
+                            : allImported(plan)
+                                ? json::Value("from the checkpoint")
                             : plan.options.secondMoments ? json::Value("gptq")
                             : !plan.options.importance.empty()
                                 ? json::Value("importance-weighted search")

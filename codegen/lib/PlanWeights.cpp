@@ -16,6 +16,8 @@
 #include "llvm/Support/Parallel.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace spark {
 
@@ -128,6 +130,13 @@ llvm::Error error(const llvm::Twine &message) {
                                  message.str().c_str());
 }
 
+/// A float for a message, in as many digits as it needs.
+std::string number(float v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.7g", double(v));
+  return text;
+}
+
 class WeightLoader {
 public:
   WeightLoader(ModelPlan &plan, const Checkpoint &ckpt)
@@ -143,6 +152,13 @@ private:
   /// if not.
   bool reuse(PackTensor &tensor);
   llvm::Error fourBit(PackTensor &tensor);
+  /// The checkpoint's own 4-bit grid for `tensor` (Checkpoint::int4Grid of
+  /// each of its sources), checked against its values; false if it brings
+  /// none.
+  llvm::Expected<bool> importGrid(PackTensor &tensor);
+  /// A 4-bit tensor's scales and zero points into their own pack tensors,
+  /// where it has them (dense codes).
+  void storeSides(PackTensor &tensor);
   void int8Rows(PackTensor &tensor);
 
   ModelPlan &plan;
@@ -221,9 +237,97 @@ bool WeightLoader::reuse(PackTensor &tensor) {
   return true;
 }
 
+llvm::Expected<bool> WeightLoader::importGrid(PackTensor &tensor) {
+  std::vector<const Int4Grid *> grids;
+  for (const std::string &name : tensor.sources)
+    grids.push_back(ckpt.int4Grid(name));
+  if (llvm::all_of(grids, [](const Int4Grid *g) { return !g; }))
+    return false;
+  const int64_t cols = tensor.codeCols, group = tensor.group,
+                groups = cols / group;
+  const bool symmetric = tensor.symmetricGroups;
+  for (size_t i = 0; i < grids.size(); ++i) {
+    const std::string &name = tensor.sources[i];
+    if (!grids[i])
+      return error(ckpt.directory() + ": " + name + " has no 4-bit grid (" +
+                   name + ".int4_codes, .int4_scales) where " +
+                   tensor.sources[i ? 0 : 1] + ", stored with it in " +
+                   tensor.name + ", has one; give both or neither");
+    if (grids[i]->group != group)
+      return error(llvm::formatv(
+          "{0}: the 4-bit grid of {1} is in groups of {2} ({3}); this build "
+          "rounds it in groups of {4}: build with --group-size={2} or "
+          "--quant-override={1}=int4:{2}",
+          grids[i]->scales->path, name, grids[i]->group, grids[i]->scales->name,
+          group));
+  }
+  tensor.codes.resize(size_t(tensor.shape[0] * cols));
+  tensor.groupScales.resize(size_t(tensor.shape[0] * groups));
+  tensor.groupZeros.assign(size_t(tensor.shape[0] * groups), 8.0f);
+  std::vector<float> row(static_cast<size_t>(cols)),
+      codes(static_cast<size_t>(cols)), scales(static_cast<size_t>(groups)),
+      zeros(static_cast<size_t>(groups));
+  int64_t first = 0; // the part's first row in the tensor
+  for (size_t i = 0; i < grids.size(); ++i) {
+    const Int4Grid &g = *grids[i];
+    const std::string &name = tensor.sources[i];
+    const int64_t partRows = g.codes->shape[0];
+    for (int64_t r = 0; r < partRows; ++r) {
+      const int64_t at = first + r;
+      tensor.readValues(at * cols, cols, row.data());
+      g.codes->elements(r * cols, cols, codes.data());
+      g.scales->elements(r * groups, groups, scales.data());
+      if (g.zeros)
+        g.zeros->elements(r * groups, groups, zeros.data());
+      for (int64_t k = 0; k < groups; ++k) {
+        const float zero = g.zeros ? zeros[k] : 8.0f;
+        if (symmetric && zero != 8.0f)
+          return error(llvm::formatv(
+              "{0}: {1} holds zero point {2} at [{3}, {4}]; this build's "
+              "4-bit groups are symmetric (zero point 8, w4a8): build with "
+              "--quant=w4a16, or bring a symmetric grid",
+              g.zeros->path, g.zeros->name, number(zero), r, k));
+        tensor.groupScales[at * groups + k] = scales[k];
+        tensor.groupZeros[at * groups + k] = zero;
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        const float code = codes[c], scale = scales[c / group],
+                    zero = g.zeros ? zeros[c / group] : 8.0f;
+        if (code > 15.0f)
+          return error(llvm::formatv("{0}: {1} holds {2} at [{3}, {4}]; "
+                                     "4-bit codes are 0..15",
+                                     g.codes->path, g.codes->name, int(code), r,
+                                     c));
+        // The values must be the grid's, to a quarter step (and to their
+        // own precision: a BF16 checkpoint rounds them).
+        const float value = (code - zero) * scale;
+        if (!(std::fabs(row[c] - value) <=
+              0.25f * std::fabs(scale) + std::fabs(value) * 0x1p-7f))
+          return error(llvm::formatv(
+              "{0}: {1}[{2}, {3}] is {4}, but its 4-bit grid gives ({5} - "
+              "{6}) * {7} = {8}; the values and {1}.int4_* must agree",
+              ckpt.directory(), name, r, c, number(row[c]), int(code),
+              number(zero), number(scale), number(value)));
+        tensor.codes[size_t(at * cols + c)] = uint8_t(code);
+      }
+    }
+    tensor.releaseValues(first * cols, partRows * cols);
+    first += partRows;
+  }
+  tensor.gridImported = true;
+  return true;
+}
+
 llvm::Error WeightLoader::fourBit(PackTensor &tensor) {
   if (reuse(tensor))
     return llvm::Error::success();
+  llvm::Expected<bool> imported = importGrid(tensor);
+  if (!imported)
+    return imported.takeError();
+  if (*imported) {
+    storeSides(tensor);
+    return llvm::Error::success();
+  }
   const int64_t rows = tensor.shape[0], cols = tensor.codeCols,
                 group = tensor.group, groups = cols / group;
   const bool symmetric = tensor.symmetricGroups;
@@ -286,13 +390,17 @@ llvm::Error WeightLoader::fourBit(PackTensor &tensor) {
   if (!symmetric)
     for (float &v : tensor.groupZeros)
       v = halfToFloat(floatToHalf(v));
+  storeSides(tensor);
+  return llvm::Error::success();
+}
+
+void WeightLoader::storeSides(PackTensor &tensor) {
   // Dense codes: the scales and zero points are tensors of their own (grouped
   // rows store them in each row).
   if (tensor.scales >= 0)
     plan.tensors[tensor.scales].values = tensor.groupScales;
   if (tensor.zeros >= 0)
     plan.tensors[tensor.zeros].values = tensor.groupZeros;
-  return llvm::Error::success();
 }
 
 void WeightLoader::int8Rows(PackTensor &tensor) {

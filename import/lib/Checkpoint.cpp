@@ -136,6 +136,11 @@ Error Checkpoint::resolveTensors() {
       return error(dir + ": tensor '" + name + "' is missing (expected shape " +
                    formatShape(shape) + ")");
     const TensorView *tensor = it->second;
+    if (tensor->dtype != DType::F32 && tensor->dtype != DType::F16 &&
+        tensor->dtype != DType::BF16)
+      return error(tensor->path + ": tensor '" + name + "' has dtype " +
+                   dtypeName(tensor->dtype).str() +
+                   "; expected F32, F16 or BF16");
     if (ArrayRef<int64_t>(tensor->shape) != shape)
       return error(tensor->path + ": tensor '" + name + "' has shape " +
                    formatShape(tensor->shape) + "; expected " +
@@ -218,6 +223,17 @@ Error Checkpoint::resolveTensors() {
       return e;
   }
 
+  // The 4-bit grids brought for the matrices (every claimed 2-D tensor but
+  // an ignored lm_head.weight).
+  std::vector<std::string> matrices;
+  for (const auto &entry : claimed)
+    if (byName[entry.getKey()]->shape.size() == 2 &&
+        !(c.tieWordEmbeddings && entry.getKey() == "lm_head.weight"))
+      matrices.push_back(entry.getKey().str());
+  for (const std::string &matrix : matrices)
+    if (Error e = takeGrid(matrix, claimed))
+      return e;
+
   // Report the first unexpected tensor in name order, so the message does
   // not depend on hash order.
   std::vector<StringRef> unexpected;
@@ -232,6 +248,61 @@ Error Checkpoint::resolveTensors() {
                         : "";
   return error(byName[first]->path + ": unexpected tensor '" + first + "'" +
                why + "; it is not part of a spark2_5 model with this config");
+}
+
+Error Checkpoint::takeGrid(const std::string &matrix, StringSet<> &claimed) {
+  auto find = [&](StringRef suffix) -> const TensorView * {
+    return byName.lookup(matrix + suffix.str());
+  };
+  Int4Grid grid;
+  grid.codes = find(".int4_codes");
+  grid.scales = find(".int4_scales");
+  grid.zeros = find(".int4_zeros");
+  if (!grid.codes && !grid.scales && !grid.zeros)
+    return Error::success();
+  const TensorView &m = *byName[matrix];
+  const int64_t rows = m.shape[0], cols = m.shape[1];
+  auto fail = [&](const TensorView *t, const Twine &what) {
+    return error(t->path + ": tensor '" + t->name + "' " + what);
+  };
+  if (!grid.codes || !grid.scales)
+    return fail(grid.codes    ? grid.codes
+                : grid.scales ? grid.scales
+                              : grid.zeros,
+                "is part of a 4-bit grid for '" + matrix + "', which needs " +
+                    matrix + ".int4_codes and " + matrix + ".int4_scales");
+  if (grid.codes->dtype != DType::U8 ||
+      ArrayRef<int64_t>(grid.codes->shape) != ArrayRef<int64_t>(m.shape))
+    return fail(grid.codes, "is " + dtypeName(grid.codes->dtype).str() + " " +
+                                formatShape(grid.codes->shape) +
+                                "; expected U8 " + formatShape(m.shape) +
+                                ", one 4-bit code a byte");
+  const TensorView *sides[] = {grid.scales, grid.zeros};
+  for (const TensorView *side : sides) {
+    if (!side)
+      continue;
+    const bool shaped = side->shape.size() == 2 && side->shape[0] == rows &&
+                        side->shape[1] > 0 && cols % side->shape[1] == 0;
+    const int64_t group = shaped ? cols / side->shape[1] : 0;
+    if (side->dtype != DType::F16 || !shaped ||
+        (group != 32 && group != 64 && group != 128 && group != 256))
+      return fail(side, "is " + dtypeName(side->dtype).str() + " " +
+                            formatShape(side->shape) + "; expected F16 [" +
+                            std::to_string(rows) + ", " + std::to_string(cols) +
+                            " / group], groups of 32, 64, 128 or 256 along "
+                            "the input of " +
+                            matrix);
+    if (grid.group && group != grid.group)
+      return fail(side, "has groups of " + std::to_string(group) + " where " +
+                            grid.scales->name + " has " +
+                            std::to_string(grid.group));
+    grid.group = group;
+  }
+  for (const TensorView *t : {grid.codes, grid.scales, grid.zeros})
+    if (t)
+      claimed.insert(t->name);
+  grids[matrix] = grid;
+  return Error::success();
 }
 
 Error Checkpoint::checkFiniteWeights() {

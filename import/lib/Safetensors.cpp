@@ -260,9 +260,11 @@ SafetensorsFile::open(StringRef path) {
       view.dtype = DType::F16;
     else if (*dtype == "BF16")
       view.dtype = DType::BF16;
+    else if (*dtype == "U8") // the codes of an imported 4-bit grid
+      view.dtype = DType::U8;
     else
       return tensorError("has dtype '" + *dtype +
-                         "'; expected F32, F16 or BF16");
+                         "'; expected F32, F16, BF16 or U8");
 
     const json::Array *shape = fields->getArray("shape");
     if (!shape)

@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 
 using namespace llvm;
@@ -243,7 +244,7 @@ TEST_F(CheckpointTest, RejectsUnknownDtype) {
   editTensors(dir, [](RawTensors &t) { t["model.norm.weight"].dtype = "I32"; });
   std::string error = openError(dir);
   EXPECT_NE(error.find("tensor 'model.norm.weight' has dtype 'I32'; expected "
-                       "F32, F16 or BF16"),
+                       "F32, F16, BF16 or U8"),
             std::string::npos)
       << error;
 }
@@ -436,6 +437,107 @@ TEST_F(CheckpointTest, RejectsUnexpectedTensor) {
                        "weight' (headwise_attn_output_gate is false)"),
             std::string::npos)
       << error;
+}
+
+//===----------------------------------------------------------------------===//
+// 4-bit grids brought beside a matrix (NAME.int4_codes, .int4_scales,
+// .int4_zeros)
+//===----------------------------------------------------------------------===//
+
+constexpr const char *kDown = "model.layers.1.mlp.down_proj.weight"; // [16, 32]
+
+/// A tensor of zero bytes.
+RawTensor zeroTensor(std::string dtype, std::vector<int64_t> shape) {
+  int64_t n = dtype == "U8" ? 1 : dtype == "F32" ? 4 : 2;
+  for (int64_t d : shape)
+    n *= d;
+  return {std::move(dtype), std::move(shape), std::string(size_t(n), '\0')};
+}
+
+TEST_F(CheckpointTest, OpensInt4Grids) {
+  std::string dir = generate("ckpt");
+  const std::string up = "model.layers.0.mlp.down_proj.weight";
+  editTensors(dir, [&](RawTensors &t) {
+    t[std::string(kDown) + ".int4_codes"] = zeroTensor("U8", {16, 32});
+    t[std::string(kDown) + ".int4_scales"] = zeroTensor("F16", {16, 1});
+    t[std::string(kDown) + ".int4_zeros"] = zeroTensor("F16", {16, 1});
+    t[up + ".int4_codes"] = zeroTensor("U8", {16, 32});
+    t[up + ".int4_scales"] = zeroTensor("F16", {16, 1});
+  });
+  std::unique_ptr<Checkpoint> ckpt = openOk(dir);
+  ASSERT_TRUE(ckpt);
+  const Int4Grid *grid = ckpt->int4Grid(kDown);
+  ASSERT_NE(grid, nullptr);
+  EXPECT_EQ(grid->group, 32);
+  EXPECT_EQ(grid->codes->name, std::string(kDown) + ".int4_codes");
+  EXPECT_NE(grid->zeros, nullptr);
+  const Int4Grid *symmetric = ckpt->int4Grid(up);
+  ASSERT_NE(symmetric, nullptr);
+  EXPECT_EQ(symmetric->zeros, nullptr); // every zero point 8
+  EXPECT_EQ(ckpt->int4Grid(kQKV), nullptr);
+}
+
+TEST_F(CheckpointTest, RejectsInt4GridsThatDoNotFit) {
+  const std::string codes = std::string(kDown) + ".int4_codes",
+                    scales = std::string(kDown) + ".int4_scales",
+                    zeros = std::string(kDown) + ".int4_zeros";
+  struct Case {
+    std::function<void(RawTensors &)> edit;
+    std::string message;
+  } cases[] = {
+      {[&](RawTensors &t) {
+         t[codes] = zeroTensor("U8", {16, 32});
+       },
+       "tensor '" + codes + "' is part of a 4-bit grid for '" + kDown +
+           "', which needs " + kDown + ".int4_codes and " + kDown +
+           ".int4_scales"},
+      {[&](RawTensors &t) {
+         t[codes] = zeroTensor("F16", {16, 32});
+         t[scales] = zeroTensor("F16", {16, 1});
+       },
+       "tensor '" + codes +
+           "' is F16 [16, 32]; expected U8 [16, 32], one "
+           "4-bit code a byte"},
+      {[&](RawTensors &t) {
+         t[codes] = zeroTensor("U8", {16, 32});
+         t[scales] = zeroTensor("F16", {16, 2});
+       },
+       "tensor '" + scales +
+           "' is F16 [16, 2]; expected F16 [16, 32 / "
+           "group], groups of 32, 64, 128 or 256 along the "
+           "input of " +
+           kDown},
+      {[&](RawTensors &t) {
+         t[codes] = zeroTensor("U8", {16, 32});
+         t[scales] = zeroTensor("F32", {16, 1});
+       },
+       "tensor '" + scales + "' is F32 [16, 1]; expected F16"},
+      {[&](RawTensors &t) {
+         t[codes] = zeroTensor("U8", {16, 32});
+         t[scales] = zeroTensor("F16", {16, 1});
+         t[zeros] = zeroTensor("F16", {8, 1});
+       },
+       "tensor '" + zeros + "' is F16 [8, 1]; expected F16 [16, 32 / group]"},
+      // a grid for what is not a matrix is a tensor of no model
+      {[&](RawTensors &t) {
+         t["model.norm.weight.int4_codes"] = zeroTensor("U8", {16});
+       },
+       "unexpected tensor 'model.norm.weight.int4_codes'"},
+      // the matrices themselves hold real numbers
+      {[&](RawTensors &t) {
+         t[kDown] = zeroTensor("U8", {16, 32});
+       },
+       std::string("tensor '") + kDown +
+           "' has dtype U8; expected F32, F16 or BF16"},
+  };
+  int index = 0;
+  for (const Case &c : cases) {
+    std::string dir = generate("ckpt" + std::to_string(index++));
+    editTensors(dir, c.edit);
+    std::string error = openError(dir);
+    EXPECT_NE(error.find(c.message), std::string::npos)
+        << "case " << index - 1 << ": " << error;
+  }
 }
 
 TEST_F(CheckpointTest, RejectsMissingDirectoryAndFiles) {

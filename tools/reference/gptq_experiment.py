@@ -41,9 +41,9 @@ def f16(v):
     return v.astype(np.float16).astype(np.float64)
 
 
-def group_grid(w):
-    """Per row of w [N, G]: (scale, zero) of the shrunk [min, max] grid with
-    the least squared error."""
+def group_grid(w, top=15):
+    """Per row of w [N, G]: (scale, zero) of the shrunk [min, max] grid of
+    codes 0..top (15: 4 bits) with the least squared error."""
     lo = np.minimum(w.min(axis=1), 0.0)
     hi = np.maximum(w.max(axis=1), 0.0)
     best_err = np.full(len(w), np.inf)
@@ -51,9 +51,9 @@ def group_grid(w):
     best_z = np.zeros(len(w))
     for shrink in (1.0, 0.95, 0.9, 0.85, 0.8, 0.75):
         a, b = lo * shrink, hi * shrink
-        s = f16(np.where(b > a, (b - a) / 15.0, 1.0))
-        z = np.clip(np.round(-a / s), 0, 15)
-        q = np.clip(np.round(w / s[:, None] + z[:, None]), 0, 15)
+        s = f16(np.where(b > a, (b - a) / top, 1.0))
+        z = np.clip(np.round(-a / s), 0, top)
+        q = np.clip(np.round(w / s[:, None] + z[:, None]), 0, top)
         err = (((q - z[:, None]) * s[:, None] - w) ** 2).sum(axis=1)
         take = err < best_err
         best_err = np.where(take, err, best_err)
@@ -62,9 +62,10 @@ def group_grid(w):
     return best_s, best_z
 
 
-def gptq(w, H, group, damp=0.01, grid=False):
-    """The GPTQ rounding of w [N, K]: its dequantized values, and with `grid`
-    also the codes [N, K] and each group's scale and zero point [N, K/group]."""
+def gptq(w, H, group, damp=0.01, grid=False, top=15):
+    """The GPTQ rounding of w [N, K] to codes 0..top: its dequantized values,
+    and with `grid` also the codes [N, K] and each group's scale and zero
+    point [N, K/group]."""
     w = w.copy()
     N, K = w.shape
     H = H.copy()
@@ -80,9 +81,9 @@ def gptq(w, H, group, damp=0.01, grid=False):
     s = z = None
     for i in range(K):
         if i % group == 0:
-            s, z = group_grid(w[:, i:i + group])
+            s, z = group_grid(w[:, i:i + group], top)
             scales[:, i // group], zeros[:, i // group] = s, z
-        codes[:, i] = np.clip(np.round(w[:, i] / s + z), 0, 15)
+        codes[:, i] = np.clip(np.round(w[:, i] / s + z), 0, top)
         q[:, i] = (codes[:, i] - z) * s
         err = (w[:, i] - q[:, i]) / Hinv[i, i]
         w[:, i + 1:] -= np.outer(err, Hinv[i, i + 1:])
@@ -113,13 +114,15 @@ def load_model(ckpt, weights=None):
 
 def write_checkpoint(ckpt, out, tensors):
     """A checkpoint folder `out`: CKPT's JSON files and `tensors` (name:
-    array) as F32 model.safetensors."""
+    array) as model.safetensors, F32 but for uint8 and float16 arrays (U8,
+    F16: the 4-bit grids)."""
     os.makedirs(out)
     for entry in os.listdir(ckpt):
         if entry.endswith(".json"):
             shutil.copy(os.path.join(ckpt, entry), out)
     write_safetensors(os.path.join(out, "model.safetensors"),
-                      {n: np.asarray(v, dtype=np.float32) for n, v in tensors.items()})
+                      {n: v if np.asarray(v).dtype in (np.uint8, np.float16)
+                       else np.asarray(v, dtype=np.float32) for n, v in tensors.items()})
 
 
 def read_ids(path):

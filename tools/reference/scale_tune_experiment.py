@@ -13,8 +13,13 @@ matches the unrounded model's on the calibration ids: the loss is
 KL(f32 model || rounded model) per position, the quantity spark-perplexity
 reports on held-out text. The scales and zero points are rounded to f16 at
 the end (the pack stores them so), and OUT is a checkpoint whose matrices are
-the dequantized values (F32), to compile with --dtype=f32 and measure with
-spark-perplexity against the f32 build of CKPT.
+the dequantized values (F32), each 4-bit one with its grid beside it
+(NAME.int4_codes, NAME.int4_scales, NAME.int4_zeros: docs/checkpoints.md).
+Compiled with --quant=w4a16 and the same group sizes (--group-size,
+--quant-override=model.embedding.weight=int4:G), spark-compile stores those
+grids as they are; with --dtype=f32 it measures the emulation (f32
+activations, dequantized weights) with spark-perplexity against the f32 build
+of CKPT.
 
 The idea is that of EfficientQAT's end-to-end training of quantization
 parameters (Chen et al. 2024): the format, and so every kernel, stays as it
@@ -42,9 +47,10 @@ class Grouped:
     """One matrix as fixed codes [N, K] with trainable per-group scale and
     zero point: value = (code - zero) * scale."""
 
-    def __init__(self, codes, scales, zeros, group, tune_codes):
+    def __init__(self, codes, scales, zeros, group, tune_codes, top=15):
         self.codes = torch.tensor(codes, dtype=torch.float32)
         self.group = group
+        self.top = top  # the largest code
         self.s0 = torch.tensor(scales, dtype=torch.float32)
         self.z0 = torch.tensor(zeros, dtype=torch.float32)
         # relative parameters, so one learning rate serves every matrix
@@ -59,10 +65,13 @@ class Grouped:
         if self.u is None:
             return self.codes
         c = self.codes + self.u
-        return c + (torch.clamp(torch.round(c), 0, 15) - c).detach()
+        return c + (torch.clamp(torch.round(c), 0, self.top) - c).detach()
+
+    def scales_zeros(self):
+        return self.s0 * (1 + self.a), self.z0 + self.b
 
     def value(self, round_f16=False):
-        s, z = self.s0 * (1 + self.a), self.z0 + self.b
+        s, z = self.scales_zeros()
         if round_f16:
             s = s.half().float()
             z = z.half().float()
@@ -78,6 +87,12 @@ def main():
     ap.add_argument("-o", "--out", required=True)
     ap.add_argument("--group", type=int, default=128)
     ap.add_argument("--head-group", type=int, default=32)
+    ap.add_argument("--no-grids", action="store_true",
+                    help="write only the dequantized values, not each 4-bit matrix's grid "
+                         "(NAME.int4_codes, .int4_scales, .int4_zeros) beside them")
+    ap.add_argument("--head-bits", type=int, default=4,
+                    help="bits of the tied head's codes (4; 5 or 6 model a wider head format "
+                         "the compiler does not have)")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seq", type=int, default=256, help="tokens per training window")
@@ -105,9 +120,11 @@ def main():
     for name, w in weights.items():
         if name not in H:
             continue
-        group = args.head_group if name == "model.embedding.weight" else args.group
-        q, codes, scales, zeros = gptq(w, H[name], group, grid=True)
-        grouped[name] = Grouped(codes, scales, zeros, group, args.tune_codes > 0)
+        head = name == "model.embedding.weight"
+        group = args.head_group if head else args.group
+        top = (1 << args.head_bits) - 1 if head else 15
+        q, codes, scales, zeros = gptq(w, H[name], group, grid=True, top=top)
+        grouped[name] = Grouped(codes, scales, zeros, group, args.tune_codes > 0, top)
         err = np.abs(grouped[name].value().detach().numpy() - q).max()
         assert err < 1e-5, (name, err)
     print(f"GPTQ: {len(grouped)} matrices in {time.time() - t0:.0f} s", file=sys.stderr)
@@ -170,6 +187,12 @@ def main():
         for name, g in grouped.items():
             out[name] = g.value(round_f16=True).numpy().astype(np.float64)
             moved += int((g.rounded_codes() != g.codes).sum())
+            if g.top == 15 and not args.no_grids:
+                # the grid itself, for spark-compile to store as it is
+                s, z = g.scales_zeros()
+                out[name + ".int4_codes"] = g.rounded_codes().numpy().astype(np.uint8)
+                out[name + ".int4_scales"] = s.half().numpy()
+                out[name + ".int4_zeros"] = z.half().numpy()
         print(f"codes changed: {moved} of {sum(g.codes.numel() for g in grouped.values())}",
               file=sys.stderr)
         for name, p in rest.items():

@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
+_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "U8": np.uint8}
 
 
 def read_safetensors(path):
@@ -48,15 +48,18 @@ def read_safetensors(path):
 
 def write_safetensors(path, tensors, dtype="F32"):
     """Writes {name: array} as one safetensors file (tests use it to build
-    layout variants of a checkpoint)."""
+    layout variants of a checkpoint): arrays of uint8 or float16 as U8 or
+    F16, every other one as `dtype`."""
     header, blobs, offset = {}, [], 0
     for name, array in tensors.items():
-        if dtype == "BF16":
+        kind = {np.dtype(np.uint8): "U8", np.dtype(np.float16): "F16"}.get(
+            np.asarray(array).dtype, dtype)
+        if kind == "BF16":
             bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
             blob = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16).tobytes()
         else:
-            blob = np.ascontiguousarray(array, dtype=_DTYPES[dtype]).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(array.shape),
+            blob = np.ascontiguousarray(array, dtype=_DTYPES[kind]).tobytes()
+        header[name] = {"dtype": kind, "shape": list(array.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)

@@ -93,8 +93,10 @@ struct PackTensor {
   int64_t codeCols = 0, group = 0;
   std::vector<float> groupScales, groupZeros;
   /// Or each weight's 4-bit code, one a byte ([N][K]), where GPTQ chose them
-  /// (they are not the nearest codes of the weights).
+  /// (they are not the nearest codes of the weights) or the checkpoint
+  /// brought them with their scales and zero points (`gridImported`).
   std::vector<uint8_t> codes;
+  bool gridImported = false;
   /// Symmetric 4-bit codes (w4a8): every zero point is 8, none is stored.
   bool symmetricGroups = false;
   /// 4-bit grouped rows (layout SPARK_LAYOUT_GROUPED_ROWS, shape [N,

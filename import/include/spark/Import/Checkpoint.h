@@ -14,6 +14,7 @@
 #include "spark/Import/Safetensors.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace spark {
 
@@ -28,6 +29,16 @@ struct LayerTensors {
   const TensorView *postNorm = nullptr;
   const TensorView *gateUp = nullptr, *gate = nullptr, *up = nullptr;
   const TensorView *down = nullptr;
+};
+
+/// A 4-bit grid the checkpoint brings for one of its matrices M, chosen by
+/// a tool outside the compiler (docs/checkpoints.md): M.int4_codes (U8, M's
+/// shape, codes 0..15), M.int4_scales (F16 [rows, cols / group]) and
+/// optionally M.int4_zeros (F16, the scales' shape; absent: every zero point
+/// is 8). Each value of M is (code - zero) * scale.
+struct Int4Grid {
+  const TensorView *codes = nullptr, *scales = nullptr, *zeros = nullptr;
+  int64_t group = 0;
 };
 
 struct CheckpointOptions {
@@ -53,6 +64,12 @@ public:
     return byName.lookup(name);
   }
 
+  /// The 4-bit grid the checkpoint brings for matrix `name`, or null.
+  const Int4Grid *int4Grid(llvm::StringRef name) const {
+    auto it = grids.find(name);
+    return it == grids.end() ? nullptr : &it->second;
+  }
+
   /// The tensor's file, relative to the checkpoint directory.
   std::string relativeFile(const TensorView &tensor) const;
 
@@ -60,12 +77,15 @@ private:
   Checkpoint() = default;
   llvm::Error loadFiles();
   llvm::Error resolveTensors();
+  /// Claims and checks the 4-bit grid tensors of `matrix`, if it has any.
+  llvm::Error takeGrid(const std::string &matrix, llvm::StringSet<> &claimed);
   llvm::Error checkFiniteWeights();
 
   std::string dir;
   ModelConfig modelConfig;
   std::vector<std::unique_ptr<SafetensorsFile>> files;
   llvm::StringMap<const TensorView *> byName;
+  llvm::StringMap<Int4Grid> grids;
   const TensorView *embeddingTensor = nullptr, *finalNormTensor = nullptr,
                    *headTensor = nullptr;
   std::vector<LayerTensors> layerTensors;
