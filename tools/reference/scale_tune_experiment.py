@@ -23,9 +23,8 @@ of CKPT.
 
 The idea is that of EfficientQAT's end-to-end training of quantization
 parameters (Chen et al. 2024): the format, and so every kernel, stays as it
-is; only the f16 numbers beside the codes move. Not part of the compiler: it
-measures whether an import path for tuned scales would pay off
-(docs/quantization.md).
+is; only the f16 numbers beside the codes move. Not part of the compiler
+(it needs PyTorch); results in docs/quantization.md.
 """
 
 import argparse
