@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 
 namespace spark {
 
@@ -264,54 +265,75 @@ llvm::Expected<bool> WeightLoader::importGrid(PackTensor &tensor) {
   tensor.codes.resize(size_t(tensor.shape[0] * cols));
   tensor.groupScales.resize(size_t(tensor.shape[0] * groups));
   tensor.groupZeros.assign(size_t(tensor.shape[0] * groups), 8.0f);
-  std::vector<float> row(static_cast<size_t>(cols)),
-      codes(static_cast<size_t>(cols)), scales(static_cast<size_t>(groups)),
-      zeros(static_cast<size_t>(groups));
+  // Rows in parallel, blocks of 1024 (their checkpoint pages released after
+  // each); the first row at fault is reported, whichever thread saw it.
+  std::mutex faultLock;
+  int64_t faultRow = tensor.shape[0];
+  std::string fault;
+  auto report = [&](int64_t at, std::string message) {
+    std::lock_guard<std::mutex> lock(faultLock);
+    if (at < faultRow) {
+      faultRow = at;
+      fault = std::move(message);
+    }
+  };
   int64_t first = 0; // the part's first row in the tensor
   for (size_t i = 0; i < grids.size(); ++i) {
     const Int4Grid &g = *grids[i];
     const std::string &name = tensor.sources[i];
     const int64_t partRows = g.codes->shape[0];
-    for (int64_t r = 0; r < partRows; ++r) {
-      const int64_t at = first + r;
-      tensor.readValues(at * cols, cols, row.data());
-      g.codes->elements(r * cols, cols, codes.data());
-      g.scales->elements(r * groups, groups, scales.data());
-      if (g.zeros)
-        g.zeros->elements(r * groups, groups, zeros.data());
-      for (int64_t k = 0; k < groups; ++k) {
-        const float zero = g.zeros ? zeros[k] : 8.0f;
-        if (symmetric && zero != 8.0f)
-          return error(llvm::formatv(
-              "{0}: {1} holds zero point {2} at [{3}, {4}]; this build's "
-              "4-bit groups are symmetric (zero point 8, w4a8): build with "
-              "--quant=w4a16, or bring a symmetric grid",
-              g.zeros->path, g.zeros->name, number(zero), r, k));
-        tensor.groupScales[at * groups + k] = scales[k];
-        tensor.groupZeros[at * groups + k] = zero;
-      }
-      for (int64_t c = 0; c < cols; ++c) {
-        const float code = codes[c], scale = scales[c / group],
-                    zero = g.zeros ? zeros[c / group] : 8.0f;
-        if (code > 15.0f)
-          return error(llvm::formatv("{0}: {1} holds {2} at [{3}, {4}]; "
-                                     "4-bit codes are 0..15",
-                                     g.codes->path, g.codes->name, int(code), r,
-                                     c));
-        // The values must be the grid's, to a quarter step (and to their
-        // own precision: a BF16 checkpoint rounds them).
-        const float value = (code - zero) * scale;
-        if (!(std::fabs(row[c] - value) <=
-              0.25f * std::fabs(scale) + std::fabs(value) * 0x1p-7f))
-          return error(llvm::formatv(
-              "{0}: {1}[{2}, {3}] is {4}, but its 4-bit grid gives ({5} - "
-              "{6}) * {7} = {8}; the values and {1}.int4_* must agree",
-              ckpt.directory(), name, r, c, number(row[c]), int(code),
-              number(zero), number(scale), number(value)));
-        tensor.codes[size_t(at * cols + c)] = uint8_t(code);
-      }
+    for (int64_t block = 0; block < partRows; block += 1024) {
+      const int64_t end = std::min<int64_t>(partRows, block + 1024);
+      llvm::parallelFor(block, end, [&](size_t index) {
+        const int64_t r = int64_t(index), at = first + r;
+        std::vector<float> row(static_cast<size_t>(cols)),
+            codes(static_cast<size_t>(cols)),
+            scales(static_cast<size_t>(groups)),
+            zeros(static_cast<size_t>(groups), 8.0f);
+        tensor.readValues(at * cols, cols, row.data());
+        g.codes->elements(r * cols, cols, codes.data());
+        g.scales->elements(r * groups, groups, scales.data());
+        if (g.zeros)
+          g.zeros->elements(r * groups, groups, zeros.data());
+        for (int64_t k = 0; k < groups; ++k) {
+          if (symmetric && zeros[k] != 8.0f)
+            return report(
+                at, llvm::formatv(
+                        "{0}: {1} holds zero point {2} at [{3}, {4}]; this "
+                        "build's 4-bit groups are symmetric (zero point 8, "
+                        "w4a8): build with --quant=w4a16, or bring a symmetric "
+                        "grid",
+                        g.zeros->path, g.zeros->name, number(zeros[k]), r, k));
+          tensor.groupScales[at * groups + k] = scales[k];
+          tensor.groupZeros[at * groups + k] = zeros[k];
+        }
+        for (int64_t c = 0; c < cols; ++c) {
+          const float code = codes[c], scale = scales[c / group],
+                      zero = zeros[c / group];
+          if (code > 15.0f)
+            return report(at, llvm::formatv("{0}: {1} holds {2} at [{3}, "
+                                            "{4}]; 4-bit codes are 0..15",
+                                            g.codes->path, g.codes->name,
+                                            int(code), r, c));
+          // The values must be the grid's, to a quarter step (and to their
+          // own precision: a BF16 checkpoint rounds them).
+          const float value = (code - zero) * scale;
+          if (!(std::fabs(row[c] - value) <=
+                0.25f * std::fabs(scale) + std::fabs(value) * 0x1p-7f))
+            return report(
+                at, llvm::formatv(
+                        "{0}: {1}[{2}, {3}] is {4}, but its 4-bit grid gives "
+                        "({5} - {6}) * {7} = {8}; the values and {1}.int4_* "
+                        "must agree",
+                        ckpt.directory(), name, r, c, number(row[c]), int(code),
+                        number(zero), number(scale), number(value)));
+          tensor.codes[size_t(at * cols + c)] = uint8_t(code);
+        }
+      });
+      tensor.releaseValues((first + block) * cols, (end - block) * cols);
+      if (!fault.empty())
+        return error(fault);
     }
-    tensor.releaseValues(first * cols, partRows * cols);
     first += partRows;
   }
   tensor.gridImported = true;
