@@ -13,9 +13,15 @@ markers in docs/quantization.md. Takes about 20 minutes on 2 cores for
 spark-nano. Calibration (for static activations and importance-weighted
 4-bit search) uses the checkpoint's calib.ids, drawn from training data; the
 GPTQ rows also calib-32k.ids (more tokens, from the same training data).
+
+The "tuned grids" row runs tools/reference/scale_tune_experiment.py first
+(about 12 more minutes; it needs PyTorch: scripts/install-train-deps.sh, and
+this script run by the Python that has it, e.g. /usr/bin/python3) and builds
+the checkpoint it writes, whose 4-bit grids spark-compile stores as they are.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -53,6 +59,12 @@ CONFIGS = [
     ("w4a16 g128 gptq 32k, head int8", ["--quant=w4a16", "CALIB32K", "--gptq",
                                         "--quant-override=model.embedding.weight=int8"], None,
      "GPTQ, recipe"),
+    ("w4a16 g128 gptq 32k, head int4:32", ["--quant=w4a16", "CALIB32K", "--gptq",
+                                           "--quant-override=model.embedding.weight=int4:32"],
+     None, "GPTQ, recipe"),
+    ("w4a16 g128, head int4:32, tuned grids",
+     ["--quant=w4a16", "--quant-override=model.embedding.weight=int4:32"], "tuned",
+     "scale_tune_experiment.py's grids, stored as they are"),
     ("w4a8 g128 +imp", ["--quant=w4a8", "CALIB"], None, "int8 per token"),
     ("w4a8 g128 gptq 32k", ["--quant=w4a8", "CALIB32K", "--gptq"], None, "GPTQ, int8 per token"),
     ("w4a8 g64 +imp", ["--quant=w4a8", "--group-size=64", "CALIB"], None, "int8 per token"),
@@ -99,6 +111,11 @@ def main():
         if not os.path.isfile(path):
             sys.exit(f"quant-quality: {path} missing; expected a checkpoint with held-out and calibration ids")
     os.makedirs(args.work, exist_ok=True)
+    only = set(args.only.split(";")) if args.only else None
+    if any(e == "tuned" and (not only or n in only) for n, _, e, _ in CONFIGS):
+        if importlib.util.find_spec("torch") is None:
+            sys.exit("quant-quality: the tuned-grids row needs PyTorch (scripts/install-train-deps.sh) "
+                     f"in {sys.executable}; or leave it out with --only")
 
     def build(name, flags, ckpt):
         out = os.path.join(args.work, name.replace(" ", "_").replace(",", "").replace("+", "").replace("(", "").replace(")", ""))
@@ -113,12 +130,22 @@ def main():
 
     reference = build("f32", [], args.ckpt)
     results = []
-    only = set(args.only.split(";")) if args.only else None
     for name, flags, emulation, note in CONFIGS:
         if only and name not in only:
             continue
         ckpt = args.ckpt
-        if emulation:
+        if emulation == "tuned":
+            # GPTQ in groups of 128 (head 32) on calib-32k.ids, then scales,
+            # zero points, norms and codes tuned on KL to the f32 model
+            ckpt = os.path.join(args.work, "ckpt-tuned")
+            if os.path.exists(ckpt):
+                shutil.rmtree(ckpt)
+            t = time.time()
+            run([sys.executable, os.path.join(ROOT, "tools", "reference", "scale_tune_experiment.py"),
+                 args.ckpt, "--calib", calib32k, "-o", ckpt, "--group", "128", "--head-group", "32",
+                 "--steps", "400", "--lr", "2e-3", "--tune-rest", "--tune-codes", "2e-2"])
+            log(f"{name}: tuned in {time.time() - t:.0f} s")
+        elif emulation:
             kind, _, head = emulation.partition(":")
             ckpt = os.path.join(args.work, f"ckpt-{kind}-{head or 'llama'}")
             if os.path.exists(ckpt):
@@ -126,7 +153,7 @@ def main():
             run([sys.executable, os.path.join(ROOT, "tools", "reference", "llama_quant_emulation.py"),
                  args.ckpt, "--type", kind, "--head", head or "llama", "-o", ckpt])
         out = build(name, flags, ckpt)
-        if emulation:
+        if emulation and emulation != "tuned":
             with open(os.path.join(ckpt, "emulation.json")) as f:
                 bpw = json.load(f)["bits_per_weight"]
         else:
