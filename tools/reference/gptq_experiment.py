@@ -41,9 +41,12 @@ def f16(v):
     return v.astype(np.float16).astype(np.float64)
 
 
-def group_grid(w, top=15):
+def group_grid(w, top=15, symmetric=False):
     """Per row of w [N, G]: (scale, zero) of the shrunk [min, max] grid of
-    codes 0..top (15: 4 bits) with the least squared error."""
+    codes 0..top (15: 4 bits) with the least squared error; `symmetric`:
+    zero point 8 (w4a8's grid), the scale from the largest |w|."""
+    if symmetric:
+        return symmetric_grid(w)
     lo = np.minimum(w.min(axis=1), 0.0)
     hi = np.maximum(w.max(axis=1), 0.0)
     best_err = np.full(len(w), np.inf)
@@ -62,7 +65,24 @@ def group_grid(w, top=15):
     return best_s, best_z
 
 
-def gptq(w, H, group, damp=0.01, grid=False, top=15):
+def symmetric_grid(w):
+    """group_grid's symmetric form: codes 0..15 for (code - 8) * scale, the
+    scale largest |w| / 8 or / 7, shrunk, with the least squared error."""
+    largest = np.abs(w).max(axis=1)
+    best_err = np.full(len(w), np.inf)
+    best_s = np.ones(len(w))
+    for divisor in (8.0, 7.5, 7.0):
+        for shrink in (1.0, 0.95, 0.9, 0.85, 0.8):
+            s = f16(np.where(largest > 0, largest * shrink / divisor, 1.0))
+            q = np.clip(np.round(w / s[:, None] + 8), 0, 15)
+            err = (((q - 8) * s[:, None] - w) ** 2).sum(axis=1)
+            take = err < best_err
+            best_err = np.where(take, err, best_err)
+            best_s = np.where(take, s, best_s)
+    return best_s, np.full(len(w), 8.0)
+
+
+def gptq(w, H, group, damp=0.01, grid=False, top=15, symmetric=False):
     """The GPTQ rounding of w [N, K] to codes 0..top: its dequantized values,
     and with `grid` also the codes [N, K] and each group's scale and zero
     point [N, K/group]."""
@@ -81,7 +101,7 @@ def gptq(w, H, group, damp=0.01, grid=False, top=15):
     s = z = None
     for i in range(K):
         if i % group == 0:
-            s, z = group_grid(w[:, i:i + group], top)
+            s, z = group_grid(w[:, i:i + group], top, symmetric)
             scales[:, i // group], zeros[:, i // group] = s, z
         codes[:, i] = np.clip(np.round(w[:, i] / s + z), 0, top)
         q[:, i] = (codes[:, i] - z) * s

@@ -86,6 +86,9 @@ def main():
     ap.add_argument("-o", "--out", required=True)
     ap.add_argument("--group", type=int, default=128)
     ap.add_argument("--head-group", type=int, default=32)
+    ap.add_argument("--symmetric", action="store_true",
+                    help="w4a8's grids: zero point 8, only the scales (and codes) tuned; "
+                         "the grids are written without zero points")
     ap.add_argument("--no-grids", action="store_true",
                     help="write only the dequantized values, not each 4-bit matrix's grid "
                          "(NAME.int4_codes, .int4_scales, .int4_zeros) beside them")
@@ -122,7 +125,8 @@ def main():
         head = name == "model.embedding.weight"
         group = args.head_group if head else args.group
         top = (1 << args.head_bits) - 1 if head else 15
-        q, codes, scales, zeros = gptq(w, H[name], group, grid=True, top=top)
+        q, codes, scales, zeros = gptq(w, H[name], group, grid=True, top=top,
+                                       symmetric=args.symmetric)
         grouped[name] = Grouped(codes, scales, zeros, group, args.tune_codes > 0, top)
         err = np.abs(grouped[name].value().detach().numpy() - q).max()
         assert err < 1e-5, (name, err)
@@ -146,7 +150,12 @@ def main():
         for i in range(0, len(ids) - 1, args.seq):
             if len(ids) - i >= 32:
                 windows.append(ids[i:i + args.seq])
-    params = [p for g in grouped.values() for p in (g.a, g.b)]
+    # symmetric grids keep every zero point at 8
+    if args.symmetric:
+        for g in grouped.values():
+            g.b.requires_grad_(False)
+    params = [p for g in grouped.values()
+              for p in ((g.a,) if args.symmetric else (g.a, g.b))]
     rest = {}
     if args.tune_rest:
         for name, p in student.named_parameters():
@@ -191,7 +200,8 @@ def main():
                 s, z = g.scales_zeros()
                 out[name + ".int4_codes"] = g.rounded_codes().numpy().astype(np.uint8)
                 out[name + ".int4_scales"] = s.half().numpy()
-                out[name + ".int4_zeros"] = z.half().numpy()
+                if not args.symmetric:
+                    out[name + ".int4_zeros"] = z.half().numpy()
         print(f"codes changed: {moved} of {sum(g.codes.numel() for g in grouped.values())}",
               file=sys.stderr)
         for name, p in rest.items():
