@@ -247,13 +247,16 @@ llvm::Expected<bool> WeightLoader::importGrid(PackTensor &tensor) {
   const int64_t cols = tensor.codeCols, group = tensor.group,
                 groups = cols / group;
   const bool symmetric = tensor.symmetricGroups;
+  const std::string &withGrid = tensor.sources[size_t(
+      llvm::find_if(grids, [](const Int4Grid *g) { return g != nullptr; }) -
+      grids.begin())];
   for (size_t i = 0; i < grids.size(); ++i) {
     const std::string &name = tensor.sources[i];
     if (!grids[i])
       return error(ckpt.directory() + ": " + name + " has no 4-bit grid (" +
-                   name + ".int4_codes, .int4_scales) where " +
-                   tensor.sources[i ? 0 : 1] + ", stored with it in " +
-                   tensor.name + ", has one; give both or neither");
+                   name + ".int4_codes, .int4_scales) where " + withGrid +
+                   ", stored with it in " + tensor.name +
+                   ", has one; give both or neither");
     if (grids[i]->group != group)
       return error(llvm::formatv(
           "{0}: the 4-bit grid of {1} is in groups of {2} ({3}); this build "

@@ -227,7 +227,7 @@ Error Checkpoint::resolveTensors() {
   // an ignored lm_head.weight).
   std::vector<std::string> matrices;
   for (const auto &entry : claimed)
-    if (byName[entry.getKey()]->shape.size() == 2 &&
+    if (byName.lookup(entry.getKey())->shape.size() == 2 &&
         !(c.tieWordEmbeddings && entry.getKey() == "lm_head.weight"))
       matrices.push_back(entry.getKey().str());
   for (const std::string &matrix : matrices)
@@ -260,7 +260,7 @@ Error Checkpoint::takeGrid(const std::string &matrix, StringSet<> &claimed) {
   grid.zeros = find(".int4_zeros");
   if (!grid.codes && !grid.scales && !grid.zeros)
     return Error::success();
-  const TensorView &m = *byName[matrix];
+  const TensorView &m = *byName.lookup(matrix);
   const int64_t rows = m.shape[0], cols = m.shape[1];
   auto fail = [&](const TensorView *t, const Twine &what) {
     return error(t->path + ": tensor '" + t->name + "' " + what);

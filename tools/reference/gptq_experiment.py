@@ -24,7 +24,6 @@ spark-compile would pay off (docs/quantization.md).
 import argparse
 import json
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -34,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
 from nano_model import SparkForCausalLM  # noqa: E402
-from spark_reference import load_weights, write_safetensors  # noqa: E402
+from spark_reference import load_weights, write_checkpoint  # noqa: E402
 
 
 def f16(v):
@@ -130,19 +129,6 @@ def load_model(ckpt, weights=None):
     model = SparkForCausalLM(config)
     model.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in weights.items()})
     return config, weights, model
-
-
-def write_checkpoint(ckpt, out, tensors):
-    """A checkpoint folder `out`: CKPT's JSON files and `tensors` (name:
-    array) as model.safetensors, F32 but for uint8 and float16 arrays (U8,
-    F16: the 4-bit grids)."""
-    os.makedirs(out)
-    for entry in os.listdir(ckpt):
-        if entry.endswith(".json"):
-            shutil.copy(os.path.join(ckpt, entry), out)
-    write_safetensors(os.path.join(out, "model.safetensors"),
-                      {n: v if np.asarray(v).dtype in (np.uint8, np.float16)
-                       else np.asarray(v, dtype=np.float32) for n, v in tensors.items()})
 
 
 def read_ids(path):

@@ -34,14 +34,12 @@ Prints the bits per weight over those matrices.
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from spark_reference import load_weights, write_safetensors  # noqa: E402
+from spark_reference import load_weights, write_checkpoint  # noqa: E402
 
 BITS = {"q8_0": 8.5, "q4_0": 4.5, "q4_k": 4.5, "q6_k": 6.5625, "f32": 32.0}
 
@@ -206,23 +204,10 @@ def main(argv=None):
             params += w.size
         else:
             out[name] = w
-    parent = os.path.dirname(os.path.abspath(args.out))
-    tmp = tempfile.mkdtemp(prefix=".emulation-", dir=parent)
-    try:
-        for entry in os.listdir(args.ckpt):
-            src = os.path.join(args.ckpt, entry)
-            if os.path.isfile(src) and not entry.endswith(".safetensors") and entry != "model.safetensors.index.json":
-                shutil.copy(src, tmp)
-        write_safetensors(os.path.join(tmp, "model.safetensors"),
-                          {n: np.asarray(v, dtype=np.float32) for n, v in out.items()})
-        with open(os.path.join(tmp, "emulation.json"), "w") as f:
-            json.dump({"emulation_of": f"llama.cpp {args.type}", "head": head_type,
-                       "bits_per_weight": bits / params, "source": os.path.abspath(args.ckpt)}, f, indent=2)
-            f.write("\n")
-        os.rename(tmp, args.out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    info = {"emulation_of": f"llama.cpp {args.type}", "head": head_type,
+            "bits_per_weight": bits / params, "source": os.path.abspath(args.ckpt)}
+    write_checkpoint(args.ckpt, args.out, out,
+                     extra={"emulation.json": json.dumps(info, indent=2) + "\n"})
     print(f"{args.out}: emulated llama.cpp {args.type} (head {head_type}), "
           f"{bits / params:.4f} bits per weight over {params} matrix weights")
 

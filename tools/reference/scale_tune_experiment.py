@@ -39,14 +39,15 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
-from gptq_experiment import gptq, load_model, read_ids, second_moments, write_checkpoint  # noqa: E402
+from gptq_experiment import gptq, load_model, read_ids, second_moments  # noqa: E402
+from spark_reference import write_checkpoint  # noqa: E402
 
 
 class Grouped:
     """One matrix as fixed codes [N, K] with trainable per-group scale and
     zero point: value = (code - zero) * scale."""
 
-    def __init__(self, codes, scales, zeros, group, tune_codes, top=15):
+    def __init__(self, codes, scales, zeros, group, tune_codes, top=15, tune_zeros=True):
         self.codes = torch.tensor(codes, dtype=torch.float32)
         self.group = group
         self.top = top  # the largest code
@@ -54,7 +55,7 @@ class Grouped:
         self.z0 = torch.tensor(zeros, dtype=torch.float32)
         # relative parameters, so one learning rate serves every matrix
         self.a = torch.zeros_like(self.s0, requires_grad=True)
-        self.b = torch.zeros_like(self.z0, requires_grad=True)
+        self.b = torch.zeros_like(self.z0, requires_grad=tune_zeros)
         # --tune-codes: each code's offset in code units, rounded in the
         # forward pass with a straight-through gradient; else None
         self.u = torch.zeros_like(self.codes, requires_grad=True) if tune_codes else None
@@ -127,7 +128,8 @@ def main():
         top = (1 << args.head_bits) - 1 if head else 15
         q, codes, scales, zeros = gptq(w, H[name], group, grid=True, top=top,
                                        symmetric=args.symmetric)
-        grouped[name] = Grouped(codes, scales, zeros, group, args.tune_codes > 0, top)
+        grouped[name] = Grouped(codes, scales, zeros, group, args.tune_codes > 0, top,
+                                tune_zeros=not args.symmetric)
         err = np.abs(grouped[name].value().detach().numpy() - q).max()
         assert err < 1e-5, (name, err)
     print(f"GPTQ: {len(grouped)} matrices in {time.time() - t0:.0f} s", file=sys.stderr)
@@ -150,12 +152,8 @@ def main():
         for i in range(0, len(ids) - 1, args.seq):
             if len(ids) - i >= 32:
                 windows.append(ids[i:i + args.seq])
-    # symmetric grids keep every zero point at 8
-    if args.symmetric:
-        for g in grouped.values():
-            g.b.requires_grad_(False)
-    params = [p for g in grouped.values()
-              for p in ((g.a,) if args.symmetric else (g.a, g.b))]
+    # (symmetric grids keep every zero point at 8)
+    params = [p for g in grouped.values() for p in (g.a, g.b) if p.requires_grad]
     rest = {}
     if args.tune_rest:
         for name, p in student.named_parameters():

@@ -17,8 +17,10 @@ import argparse
 import json
 import math
 import os
+import shutil
 import struct
 import sys
+import tempfile
 
 import numpy as np
 
@@ -70,6 +72,30 @@ def write_safetensors(path, tensors, dtype="F32"):
         f.write(text)
         for blob in blobs:
             f.write(blob)
+
+
+def write_checkpoint(ckpt, out, tensors, extra=None):
+    """A checkpoint folder `out` holding CKPT's files but its safetensors
+    (config, tokenizer, ...), `tensors` as model.safetensors
+    (write_safetensors: F32, U8 and F16 arrays as such) and `extra`
+    ({file name: text}); written in a temporary folder beside `out` and
+    renamed, so that no half-written `out` is ever left."""
+    parent = os.path.dirname(os.path.abspath(out))
+    tmp = tempfile.mkdtemp(prefix=".checkpoint-", dir=parent)
+    try:
+        for entry in os.listdir(ckpt):
+            src = os.path.join(ckpt, entry)
+            if (os.path.isfile(src) and not entry.endswith(".safetensors")
+                    and entry != "model.safetensors.index.json"):
+                shutil.copy(src, tmp)
+        write_safetensors(os.path.join(tmp, "model.safetensors"), tensors)
+        for name, text in (extra or {}).items():
+            with open(os.path.join(tmp, name), "w") as f:
+                f.write(text)
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def load_weights(ckpt_dir):

@@ -24,22 +24,14 @@ and fails unless the first one's logits SNR beats the second's by DB.
 import argparse
 import json
 import os
-import shutil
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "reference"))
-from spark_reference import read_safetensors, write_safetensors  # noqa: E402
+from spark_reference import read_safetensors, write_checkpoint  # noqa: E402
 
 SUFFIXES = (".int4_codes", ".int4_scales", ".int4_zeros")
-
-
-def copy_json(ckpt, out):
-    os.makedirs(out)
-    for entry in os.listdir(ckpt):
-        if entry.endswith(".json"):
-            shutil.copy(os.path.join(ckpt, entry), out)
 
 
 def grid(w, group, symmetric, rng):
@@ -82,15 +74,13 @@ def write(args):
     elif args.damage == "code":
         out[victim + ".int4_codes"] = out[victim + ".int4_codes"].copy()
         out[victim + ".int4_codes"][2, 7] = 16
-    copy_json(args.ckpt, args.out)
-    write_safetensors(os.path.join(args.out, "model.safetensors"), out)
+    write_checkpoint(args.ckpt, args.out, out)
 
 
 def strip(args):
     tensors = read_safetensors(os.path.join(args.ckpt, "model.safetensors"))
-    copy_json(args.ckpt, args.out)
-    write_safetensors(os.path.join(args.out, "model.safetensors"),
-                      {n: v for n, v in tensors.items() if not n.endswith(SUFFIXES)})
+    write_checkpoint(args.ckpt, args.out,
+                     {n: v for n, v in tensors.items() if not n.endswith(SUFFIXES)})
 
 
 def logits_snr(path):
