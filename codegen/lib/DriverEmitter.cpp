@@ -729,11 +729,11 @@ static double bitsPerWeight(const ModelPlan &plan) {
   for (const PackTensor &t : plan.tensors) {
     if (!isMatrix(t))
       continue;        // scales and zeros are counted with their matrix
-    if (t.group > 0) { // 4-bit codes + an f16 scale (and zero) per group
+    if (t.group > 0) { // 4/6-bit codes + an f16 scale (and zero) per group
                        // (grouped rows' padding not counted)
       double weights = double(t.shape[0]) * double(t.codeCols);
       parameters += weights;
-      bits += 4.0 * weights +
+      bits += double(t.codeBits) * weights +
               (t.symmetricGroups ? 16.0 : 32.0) * weights / double(t.group);
       continue;
     }
@@ -754,7 +754,8 @@ static json::Object matrixPrecisions(const ModelPlan &plan) {
       continue;
     std::string precision;
     if (t.group > 0)
-      precision = "int4 g" + std::to_string(t.group) +
+      precision = "int" + std::to_string(t.codeBits) + " g" +
+                  std::to_string(t.group) +
                   (t.symmetricGroups ? " symmetric" : " asymmetric") +
                   (t.gridImported ? ", grid from the checkpoint" : "");
     else if (t.dtype == DType::I8)
@@ -836,7 +837,7 @@ std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
     cacheBytes += c.bytes();
   }
   uint64_t ropeBytes = 0;
-  bool fourBit = false; // any matrix stored in 4-bit groups (scheme or recipe)
+  bool fourBit = false; // any matrix stored in 4- or 6-bit groups
   for (const PackTensor &t : plan.tensors) {
     if (t.layout == 1)
       ropeBytes += t.bytes();

@@ -181,17 +181,25 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
     return int(plan.tensors.size()) - 1;
   };
   const int64_t rows = tensor.shape[0], cols = tensor.shape.back();
-  if (quant && quant.getBits() == 4) {
+  if (quant && (quant.getBits() == 4 || quant.getBits() == 6)) {
     // 4-bit codes in groups along the input dimension: asymmetric (w4a16)
     // or symmetric (w4a8, zero point 8, not stored). Grouped rows (the
     // target's layout): one tensor, each row's codes, scales and zero
     // points; else the scales and zero points are tensors of their own.
+    // 6-bit codes (asymmetric) are always dense: each row's K/2 bytes of
+    // low nibbles, then K/4 bytes of the codes' top two bits.
     const int64_t group = quant.getGroupSize(), groups = cols / group;
     tensor.dtype = DType::U8;
     tensor.codeCols = cols;
+    tensor.codeBits = int(quant.getBits());
     tensor.group = group;
     tensor.symmetricGroups = quant.getSymmetric();
-    if (groupedRows) {
+    if (tensor.codeBits == 6) {
+      tensor.scales =
+          side(PackTensor::Role::Scales, DType::F16, {rows, groups});
+      tensor.zeros = side(PackTensor::Role::Zeros, DType::F16, {rows, groups});
+      tensor.shape = {rows, cols / 2 + cols / 4};
+    } else if (groupedRows) {
       tensor.rowBytes =
           spark_grouped_row_bytes(cols, group, tensor.symmetricGroups);
       tensor.layout = SPARK_LAYOUT_GROUPED_ROWS;
@@ -202,7 +210,8 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
         tensor.zeros =
             side(PackTensor::Role::Zeros, DType::F16, {rows, groups});
     }
-    tensor.shape = {rows, groupedRows ? tensor.rowBytes : cols / 2}; // bytes
+    if (tensor.codeBits == 4)
+      tensor.shape = {rows, groupedRows ? tensor.rowBytes : cols / 2}; // bytes
   } else if (quant) {
     // Symmetric int8, one f32 scale per output row.
     tensor.dtype = DType::I8;
@@ -399,6 +408,7 @@ llvm::Error Planner::lower(Operation *op) {
     spec.out = plan.tensors[table].shape[0];
     spec.weightType = plan.tensors[table].dtype;
     spec.group = plan.tensors[table].group;
+    spec.codeBits = plan.tensors[table].codeBits;
     spec.symmetricGroups = plan.tensors[table].symmetricGroups;
     spec.rowBytes = plan.tensors[table].rowBytes;
     step.kernel = kernel(spec);
@@ -438,6 +448,7 @@ llvm::Error Planner::lower(Operation *op) {
     spec.out = width(result);
     spec.weightType = plan.tensors[w].dtype;
     spec.group = plan.tensors[w].group;
+    spec.codeBits = plan.tensors[w].codeBits;
     spec.symmetricGroups = plan.tensors[w].symmetricGroups;
     spec.rowBytes = plan.tensors[w].rowBytes;
     if (auto inputQuant = op->getAttrOfType<QuantAttr>("input_quant")) {

@@ -11,8 +11,9 @@ using namespace mlir;
 namespace spark {
 namespace {
 
-/// 4-bit codes (stored two a byte in U8 tensors) are `ui4` in a spec.
-Type elementType(MLIRContext *context, DType type, bool fourBit = false) {
+/// Grouped codes (stored in U8 tensors) are `ui4` or `ui6` in a spec
+/// (`codeBits`; 0: bytes).
+Type elementType(MLIRContext *context, DType type, int64_t codeBits = 0) {
   switch (type) {
   case DType::F32:
     return Float32Type::get(context);
@@ -23,7 +24,8 @@ Type elementType(MLIRContext *context, DType type, bool fourBit = false) {
   case DType::I8:
     return IntegerType::get(context, 8);
   case DType::U8:
-    return IntegerType::get(context, fourBit ? 4 : 8, IntegerType::Unsigned);
+    return IntegerType::get(context, codeBits ? unsigned(codeBits) : 8u,
+                            IntegerType::Unsigned);
   }
   return Float32Type::get(context);
 }
@@ -209,13 +211,13 @@ kernel::SpecAttr specAttr(MLIRContext *context, const KernelSpec &spec) {
                                               : kernel::Phase::Any;
   return kernel::SpecAttr::get(
       context, kernel::Kind(int(spec.kind)), phase,
-      elementType(context, spec.weightType, spec.group > 0), spec.in, spec.out,
-      optionalFloat(context, spec.epsilon), optionalFloat(context, spec.scale),
-      optionalFloat(context, spec.theta), spec.heads, spec.kvHeads,
-      spec.headDim, spec.rotaryDim, spec.window, spec.slots, spec.block,
-      spec.group, spec.symmetricGroups, spec.rowBytes, spec.inputBits,
-      spec.inputBlock, elementType(context, spec.inputType), spec.ring,
-      spec.gated, kernel::Elementwise(int(spec.op)),
+      elementType(context, spec.weightType, spec.group > 0 ? spec.codeBits : 0),
+      spec.in, spec.out, optionalFloat(context, spec.epsilon),
+      optionalFloat(context, spec.scale), optionalFloat(context, spec.theta),
+      spec.heads, spec.kvHeads, spec.headDim, spec.rotaryDim, spec.window,
+      spec.slots, spec.block, spec.group, spec.symmetricGroups, spec.rowBytes,
+      spec.inputBits, spec.inputBlock, elementType(context, spec.inputType),
+      spec.ring, spec.gated, kernel::Elementwise(int(spec.op)),
       optionalFloat(context, spec.parameter), spec.lhsWidth, spec.rhsWidth,
       spec.lhsRows, spec.rhsRows);
 }
@@ -240,6 +242,8 @@ KernelSpec kernelSpec(kernel::SpecAttr attr) {
   spec.slots = attr.getSlots();
   spec.block = attr.getBlock();
   spec.group = attr.getGroup();
+  if (spec.group > 0)
+    spec.codeBits = attr.getWeightType().getIntOrFloatBitWidth();
   spec.symmetricGroups = attr.getSymmetric();
   spec.rowBytes = attr.getRowBytes();
   spec.inputBits = attr.getInputBits();

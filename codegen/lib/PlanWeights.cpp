@@ -41,9 +41,12 @@ void PackTensor::releaseValues(int64_t first, int64_t count) const {
 }
 
 void PackTensor::releaseElements(int64_t first, int64_t count) const {
-  if (rowBytes > 0) // the values of the rows [first, first + count) ends
-    return releaseValues(first / rowBytes * codeCols,
-                         ((first + count) / rowBytes - first / rowBytes) *
+  // Grouped rows and 6-bit codes: the values of the rows [first, first +
+  // count) ends.
+  const int64_t stride = rowBytes > 0 ? rowBytes : codeBits == 6 ? shape[1] : 0;
+  if (stride > 0)
+    return releaseValues(first / stride * codeCols,
+                         ((first + count) / stride - first / stride) *
                              codeCols);
   const int64_t values = group > 0 ? 2 : 1; // two 4-bit codes a byte
   releaseValues(first * values, count * values);
@@ -72,6 +75,8 @@ void PackTensor::readElements(int64_t first, int64_t count, float *out) const {
         out[i] /= rowScales[(first + i) / shape.back()];
     return;
   }
+  if (codeBits == 6)
+    return readSixBitBytes(first, count, out);
   if (rowBytes == 0)
     return readCodeBytes(first, count, out);
   // Grouped rows: each row's code bytes, then the bytes of its f16 scales
@@ -93,6 +98,46 @@ void PackTensor::readElements(int64_t first, int64_t count, float *out) const {
       half = floatToHalf(groupZeros[row * groups + (side - 2 * groups) / 2]);
     out[at - first] = float(side % 2 == 0 ? half & 0xff : half >> 8);
     ++at;
+  }
+}
+
+void PackTensor::rowCodes(int64_t row, uint8_t *out) const {
+  if (!this->codes.empty()) { // chosen by GPTQ or brought by the checkpoint
+    std::copy_n(this->codes.begin() + row * codeCols, codeCols, out);
+    return;
+  }
+  std::vector<float> values(static_cast<size_t>(codeCols));
+  readValues(row * codeCols, codeCols, values.data());
+  const int64_t groups = codeCols / group;
+  const float top = float((1 << codeBits) - 1);
+  for (int64_t g = 0; g < groups; ++g) {
+    const float inverse = 1.0f / groupScales[row * groups + g],
+                zero = groupZeros[row * groups + g];
+    for (int64_t c = g * group; c < (g + 1) * group; ++c)
+      out[c] = uint8_t(int4Code(values[c], inverse, zero, top));
+  }
+}
+
+void PackTensor::readSixBitBytes(int64_t first, int64_t count,
+                                 float *out) const {
+  const int64_t stride = shape[1], half = codeCols / 2;
+  std::vector<uint8_t> row(static_cast<size_t>(codeCols));
+  int64_t loaded = -1;
+  for (int64_t at = first; at < first + count; ++at) {
+    const int64_t r = at / stride, column = at % stride;
+    if (r != loaded) {
+      rowCodes(r, row.data());
+      loaded = r;
+    }
+    int byte = 0;
+    if (column < half) { // two low nibbles
+      byte = (row[2 * column] & 15) | (row[2 * column + 1] & 15) << 4;
+    } else { // the top two bits of four codes
+      const uint8_t *four = &row[4 * (column - half)];
+      for (int i = 0; i < 4; ++i)
+        byte |= (four[i] >> 4) << (2 * i);
+    }
+    out[at - first] = float(byte);
   }
 }
 
@@ -152,7 +197,8 @@ private:
   /// with the plan's dtypes, layouts and shapes; false, and nothing changed,
   /// if not.
   bool reuse(PackTensor &tensor);
-  llvm::Error fourBit(PackTensor &tensor);
+  /// A 4- or 6-bit tensor's grids: the checkpoint's, GPTQ's or searched.
+  llvm::Error grouped(PackTensor &tensor);
   /// The checkpoint's own 4-bit grid for `tensor` (Checkpoint::int4Grid of
   /// each of its sources), checked against its values; false if it brings
   /// none.
@@ -184,7 +230,7 @@ llvm::Error WeightLoader::run() {
     if (llvm::Error e = sources(tensor))
       return e;
     if (tensor.group > 0) {
-      if (llvm::Error e = fourBit(tensor))
+      if (llvm::Error e = grouped(tensor))
         return e;
     } else if (tensor.dtype == DType::I8 && tensor.scales >= 0) {
       int8Rows(tensor);
@@ -250,20 +296,27 @@ llvm::Expected<bool> WeightLoader::importGrid(PackTensor &tensor) {
   const std::string &withGrid = tensor.sources[size_t(
       llvm::find_if(grids, [](const Int4Grid *g) { return g != nullptr; }) -
       grids.begin())];
+  const int bits = tensor.codeBits;
+  const float top = float((1 << bits) - 1);
   for (size_t i = 0; i < grids.size(); ++i) {
     const std::string &name = tensor.sources[i];
     if (!grids[i])
-      return error(ckpt.directory() + ": " + name + " has no 4-bit grid (" +
-                   name + ".int4_codes, .int4_scales) where " + withGrid +
+      return error(ckpt.directory() + ": " + name + " has no grid (" + name +
+                   ".int4_codes, .int4_scales) where " + withGrid +
                    ", stored with it in " + tensor.name +
                    ", has one; give both or neither");
-    if (grids[i]->group != group)
+    if (grids[i]->bits != bits || grids[i]->group != group)
       return error(llvm::formatv(
-          "{0}: the 4-bit grid of {1} is in groups of {2} ({3}); this build "
-          "rounds it in groups of {4}: build with --group-size={2} or "
-          "--quant-override={1}=int4:{2}",
-          grids[i]->scales->path, name, grids[i]->group, grids[i]->scales->name,
-          group));
+          "{0}: the {1}-bit grid of {2} is in groups of {3} ({4}); this build "
+          "rounds it {5}in groups of {6}: build with {7}"
+          "--quant-override={2}=int{1}:{3}",
+          grids[i]->scales->path, grids[i]->bits, name, grids[i]->group,
+          grids[i]->scales->name,
+          grids[i]->bits == bits ? "" : "to " + std::to_string(bits) + " bits ",
+          group,
+          grids[i]->bits == bits && grids[i]->bits == 4
+              ? "--group-size=" + std::to_string(grids[i]->group) + " or "
+              : std::string()));
   }
   tensor.codes.resize(size_t(tensor.shape[0] * cols));
   tensor.groupScales.resize(size_t(tensor.shape[0] * groups));
@@ -313,11 +366,11 @@ llvm::Expected<bool> WeightLoader::importGrid(PackTensor &tensor) {
         for (int64_t c = 0; c < cols; ++c) {
           const float code = codes[c], scale = scales[c / group],
                       zero = zeros[c / group];
-          if (code > 15.0f)
+          if (code > top)
             return report(at, llvm::formatv("{0}: {1} holds {2} at [{3}, "
-                                            "{4}]; 4-bit codes are 0..15",
+                                            "{4}]; {5}-bit codes are 0..{6}",
                                             g.codes->path, g.codes->name,
-                                            int(code), r, c));
+                                            int(code), r, c, bits, int(top)));
           // The values must be the grid's, to a quarter step (and to their
           // own precision: a BF16 checkpoint rounds them).
           const float value = (code - zero) * scale;
@@ -325,11 +378,11 @@ llvm::Expected<bool> WeightLoader::importGrid(PackTensor &tensor) {
                 0.25f * std::fabs(scale) + std::fabs(value) * 0x1p-7f))
             return report(
                 at, llvm::formatv(
-                        "{0}: {1}[{2}, {3}] is {4}, but its 4-bit grid gives "
-                        "({5} - {6}) * {7} = {8}; the values and {1}.int4_* "
-                        "must agree",
+                        "{0}: {1}[{2}, {3}] is {4}, but its {9}-bit grid "
+                        "gives ({5} - {6}) * {7} = {8}; the values and "
+                        "{1}.int{9}_* must agree",
                         ckpt.directory(), name, r, c, number(row[c]), int(code),
-                        number(zero), number(scale), number(value)));
+                        number(zero), number(scale), number(value), bits));
           tensor.codes[size_t(at * cols + c)] = uint8_t(code);
         }
       });
@@ -343,7 +396,7 @@ llvm::Expected<bool> WeightLoader::importGrid(PackTensor &tensor) {
   return true;
 }
 
-llvm::Error WeightLoader::fourBit(PackTensor &tensor) {
+llvm::Error WeightLoader::grouped(PackTensor &tensor) {
   if (reuse(tensor))
     return llvm::Error::success();
   llvm::Expected<bool> imported = importGrid(tensor);
@@ -378,7 +431,7 @@ llvm::Error WeightLoader::fourBit(PackTensor &tensor) {
     std::vector<Int4Group> grids(size_t(rows * groups));
     tensor.codes.resize(size_t(rows * cols));
     if (!gptqInt4(values.data(), rows, cols, group, symmetric, moment->data(),
-                  grids.data(), tensor.codes.data()))
+                  grids.data(), tensor.codes.data(), 0.01, tensor.codeBits))
       return error("--gptq: the calibrated second moment of " + tensor.name +
                    "'s input is not positive definite");
     for (size_t i = 0; i < grids.size(); ++i) {
@@ -397,9 +450,10 @@ llvm::Error WeightLoader::fourBit(PackTensor &tensor) {
         const float *values = row.data() + g * group;
         const float *weights =
             importance ? importance->data() + g * group : nullptr;
-        Int4Group q = symmetric
-                          ? searchSymmetricInt4Group(values, group, weights)
-                          : searchInt4Group(values, group, weights);
+        Int4Group q =
+            tensor.codeBits == 6 ? searchInt6Group(values, group, weights)
+            : symmetric ? searchSymmetricInt4Group(values, group, weights)
+                        : searchInt4Group(values, group, weights);
         tensor.groupScales[r * groups + g] = q.scale;
         tensor.groupZeros[r * groups + g] = q.zero;
       }
@@ -407,8 +461,8 @@ llvm::Error WeightLoader::fourBit(PackTensor &tensor) {
     tensor.releaseValues(block * cols, (end - block) * cols);
   }
   // Half precision: 4 + 2 x 16 / 128 = 4.25 bits per weight. Zero points
-  // (0..15) are exact; scales are rounded to f16 here so the codes are
-  // chosen against the scales the kernels will read. Symmetric zero points
+  // (0..15, or 0..63) are exact; scales are rounded to f16 here so the codes
+  // are chosen against the scales the kernels will read. Symmetric zero points
   // are all 8 and not stored.
   for (float &v : tensor.groupScales)
     v = halfToFloat(floatToHalf(v));

@@ -83,11 +83,11 @@ inline Float4 atMost(Float4 v, float bound) {
 }
 
 /// int4Code on four values (the same operations, so the same codes).
-inline Float4 int4Codes(Float4 value, Float4 inverse, Float4 zero) {
-  Float4 x = atMost(atLeast(value * inverse + zero, -1.0f), 16.0f);
+inline Float4 int4Codes(Float4 value, Float4 inverse, Float4 zero, float top) {
+  Float4 x = atMost(atLeast(value * inverse + zero, -1.0f), top + 1.0f);
   const Float4 magic = splat(12582912.0f);
   Float4 code = (x + magic) - magic;
-  return atMost(atLeast(code, 0.0f), 15.0f);
+  return atMost(atLeast(code, 0.0f), top);
 }
 
 /// The weighted squared error of the grid (1 / scale `inverse`, zero point
@@ -95,19 +95,19 @@ inline Float4 int4Codes(Float4 value, Float4 inverse, Float4 zero) {
 /// the values at 8k..8k+3 and 8k+4..8k+7.
 /// `i`, e0 and e1: where the AVX2 loop left off.
 double gridErrorSse(const float *x, const float *w, size_t n, float inverse,
-                    float zero, float scale, size_t i = 0, Float4 e0 = Float4{},
-                    Float4 e1 = Float4{}) {
+                    float zero, float scale, float top, size_t i = 0,
+                    Float4 e0 = Float4{}, Float4 e1 = Float4{}) {
   const Float4 inv = splat(inverse), z = splat(zero), s = splat(scale);
   for (; i + 8 <= n; i += 8) {
     Float4 x0 = load4(&x[i]), x1 = load4(&x[i + 4]);
-    Float4 d0 = (int4Codes(x0, inv, z) - z) * s - x0;
-    Float4 d1 = (int4Codes(x1, inv, z) - z) * s - x1;
+    Float4 d0 = (int4Codes(x0, inv, z, top) - z) * s - x0;
+    Float4 d1 = (int4Codes(x1, inv, z, top) - z) * s - x1;
     e0 += load4(&w[i]) * d0 * d0;
     e1 += load4(&w[i + 4]) * d1 * d1;
   }
   for (; i < n; i += 4) {
     Float4 x0 = load4(&x[i]);
-    Float4 d0 = (int4Codes(x0, inv, z) - z) * s - x0;
+    Float4 d0 = (int4Codes(x0, inv, z, top) - z) * s - x0;
     e0 += load4(&w[i]) * d0 * d0;
   }
   return sum4(e0) + sum4(e1);
@@ -121,13 +121,13 @@ struct GridSums {
 
 /// `i` and the three sums: where the AVX2 loop left off.
 GridSums gridSumsSse(const float *x, const float *w, size_t n, float inverse,
-                     float zero, float shift, size_t i = 0,
+                     float zero, float shift, float top, size_t i = 0,
                      Float4 sl4 = Float4{}, Float4 sll4 = Float4{},
                      Float4 sxl4 = Float4{}) {
   const Float4 inv = splat(inverse), z = splat(zero), sh = splat(shift);
   for (; i < n; i += 4) {
     Float4 xv = load4(&x[i]), wv = load4(&w[i]);
-    Float4 l = int4Codes(xv, inv, z) - sh;
+    Float4 l = int4Codes(xv, inv, z, top) - sh;
     Float4 wl = wv * l;
     sl4 += wl;
     sll4 += wl * l;
@@ -141,20 +141,20 @@ GridSums gridSumsSse(const float *x, const float *w, size_t n, float inverse,
 // contracted): the same codes and, added in the same order, the same sums,
 // bit for bit. The searches are most of a 4-bit build's compile time.
 __attribute__((target("avx2"))) inline __m256
-int4Codes8(__m256 v, __m256 inverse, __m256 zero) {
+int4Codes8(__m256 v, __m256 inverse, __m256 zero, float top) {
   __m256 x = _mm256_add_ps(_mm256_mul_ps(v, inverse), zero);
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-1.0f)),
-                    _mm256_set1_ps(16.0f));
+                    _mm256_set1_ps(top + 1.0f));
   const __m256 magic = _mm256_set1_ps(12582912.0f);
   __m256 code = _mm256_sub_ps(_mm256_add_ps(x, magic), magic);
   return _mm256_min_ps(_mm256_max_ps(code, _mm256_setzero_ps()),
-                       _mm256_set1_ps(15.0f));
+                       _mm256_set1_ps(top));
 }
 
 __attribute__((target("avx2"))) double gridErrorAvx2(const float *x,
                                                      const float *w, size_t n,
                                                      float inverse, float zero,
-                                                     float scale) {
+                                                     float scale, float top) {
   const __m256 inv = _mm256_set1_ps(inverse), z = _mm256_set1_ps(zero),
                s = _mm256_set1_ps(scale);
   __m256 e = _mm256_setzero_ps(); // lanes 0-3: e0, 4-7: e1 of gridErrorSse
@@ -162,11 +162,11 @@ __attribute__((target("avx2"))) double gridErrorAvx2(const float *x,
   for (; i + 8 <= n; i += 8) {
     __m256 xv = _mm256_loadu_ps(&x[i]);
     __m256 d = _mm256_sub_ps(
-        _mm256_mul_ps(_mm256_sub_ps(int4Codes8(xv, inv, z), z), s), xv);
+        _mm256_mul_ps(_mm256_sub_ps(int4Codes8(xv, inv, z, top), z), s), xv);
     e = _mm256_add_ps(
         e, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(&w[i]), d), d));
   }
-  return gridErrorSse(x, w, n, inverse, zero, scale, i,
+  return gridErrorSse(x, w, n, inverse, zero, scale, top, i,
                       Float4(_mm256_castps256_ps128(e)),
                       Float4(_mm256_extractf128_ps(e, 1)));
 }
@@ -174,7 +174,7 @@ __attribute__((target("avx2"))) double gridErrorAvx2(const float *x,
 __attribute__((target("avx2"))) GridSums gridSumsAvx2(const float *x,
                                                       const float *w, size_t n,
                                                       float inverse, float zero,
-                                                      float shift) {
+                                                      float shift, float top) {
   const __m256 inv = _mm256_set1_ps(inverse), z = _mm256_set1_ps(zero),
                sh = _mm256_set1_ps(shift);
   __m128 sl4 = _mm_setzero_ps(), sll4 = _mm_setzero_ps(),
@@ -188,38 +188,39 @@ __attribute__((target("avx2"))) GridSums gridSumsAvx2(const float *x,
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 xv = _mm256_loadu_ps(&x[i]), wv = _mm256_loadu_ps(&w[i]);
-    __m256 l = _mm256_sub_ps(int4Codes8(xv, inv, z), sh);
+    __m256 l = _mm256_sub_ps(int4Codes8(xv, inv, z, top), sh);
     __m256 wl = _mm256_mul_ps(wv, l);
     sl4 = add(sl4, wl);
     sll4 = add(sll4, _mm256_mul_ps(wl, l));
     sxl4 = add(sxl4, _mm256_mul_ps(wl, xv));
   }
-  return gridSumsSse(x, w, n, inverse, zero, shift, i, Float4(sl4),
+  return gridSumsSse(x, w, n, inverse, zero, shift, top, i, Float4(sl4),
                      Float4(sll4), Float4(sxl4));
 }
 #endif
 
 double gridError(const float *x, const float *w, size_t n, float inverse,
-                 float zero, float scale) {
+                 float zero, float scale, float top) {
 #if SPARK_SEARCH_AVX2
   if (int4SearchUsesAvx2())
-    return gridErrorAvx2(x, w, n, inverse, zero, scale);
+    return gridErrorAvx2(x, w, n, inverse, zero, scale, top);
 #endif
-  return gridErrorSse(x, w, n, inverse, zero, scale);
+  return gridErrorSse(x, w, n, inverse, zero, scale, top);
 }
 
 GridSums gridSums(const float *x, const float *w, size_t n, float inverse,
-                  float zero, float shift) {
+                  float zero, float shift, float top) {
 #if SPARK_SEARCH_AVX2
   if (int4SearchUsesAvx2())
-    return gridSumsAvx2(x, w, n, inverse, zero, shift);
+    return gridSumsAvx2(x, w, n, inverse, zero, shift, top);
 #endif
-  return gridSumsSse(x, w, n, inverse, zero, shift);
+  return gridSumsSse(x, w, n, inverse, zero, shift, top);
 }
 
 struct GroupSearch {
   llvm::SmallVector<float, 256> x, w;
   bool symmetric = false;
+  float top = 15.0f;     // the largest code: 15, or 63 for 6-bit groups
   double sw = 0, sx = 0; // sums of w and of w * x
   Int4Group best;
   double bestError = -1.0;
@@ -256,7 +257,7 @@ struct GroupSearch {
     if (!(g.scale > 0.0f) || !std::isfinite(g.scale))
       return;
     double error = gridError(x.data(), w.data(), x.size(), 1.0f / g.scale,
-                             g.zero, g.scale);
+                             g.zero, g.scale, top);
     if (bestError < 0.0 || error < bestError) {
       bestError = error;
       best = g;
@@ -268,7 +269,7 @@ struct GroupSearch {
     if (!(g.scale > 0.0f))
       return;
     const GridSums sums = gridSums(x.data(), w.data(), x.size(), 1.0f / g.scale,
-                                   g.zero, symmetric ? 8.0f : 0.0f);
+                                   g.zero, symmetric ? 8.0f : 0.0f, top);
     const double sl = sums.sl, sll = sums.sll, sxl = sums.sxl;
     if (symmetric) { // x ~ s * l
       if (sll > 0)
@@ -305,11 +306,11 @@ __attribute__((noinline)) ValueRange valueRange(const float *values,
   return {bottom, top, largest};
 }
 
-} // namespace
-
-Int4Group searchInt4Group(const float *values, int64_t n,
-                          const float *importance) {
+/// The asymmetric search with codes 0..top.
+Int4Group searchAsymmetric(const float *values, int64_t n,
+                           const float *importance, float top) {
   GroupSearch search;
+  search.top = top;
   search.load(values, n, importance);
   const ValueRange range = valueRange(values, n);
   const float lo = range.bottom, hi = range.top;
@@ -318,23 +319,35 @@ Int4Group searchInt4Group(const float *values, int64_t n,
     search.consider({1.0f, 0.0f});
     return search.best;
   }
-  // Shrunk [min, max] ranges with integer zero points, then grids of 14 to
-  // 16 steps over [min, max], each refitted.
+  // Shrunk [min, max] ranges with integer zero points, then grids of top - 1
+  // to top + 1 steps over [min, max], each refitted.
   for (float shrink : {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f}) {
     Int4Group g;
     float a = lo * shrink, b = hi * shrink;
-    g.scale = (b - a) / 15.0f;
-    g.zero = std::min(15.0f, std::max(0.0f, std::nearbyint(-a / g.scale)));
+    g.scale = (b - a) / top;
+    g.zero = std::min(top, std::max(0.0f, std::nearbyint(-a / g.scale)));
     search.consider(g);
     search.refit(g);
   }
   for (int step = 0; step <= 10; ++step) {
     Int4Group g;
-    g.scale = (hi - lo) / (14.0f + 0.2f * float(step));
+    g.scale = (hi - lo) / (top - 1.0f + 0.2f * float(step));
     g.zero = -lo / g.scale;
     search.refit(g);
   }
   return search.best;
+}
+
+} // namespace
+
+Int4Group searchInt4Group(const float *values, int64_t n,
+                          const float *importance) {
+  return searchAsymmetric(values, n, importance, 15.0f);
+}
+
+Int4Group searchInt6Group(const float *values, int64_t n,
+                          const float *importance) {
+  return searchAsymmetric(values, n, importance, 63.0f);
 }
 
 Int4Group searchSymmetricInt4Group(const float *values, int64_t n,
@@ -441,7 +454,8 @@ bool choleskyInPlace(double *a, int64_t n) {
 
 bool gptqInt4(const float *w, int64_t rows, int64_t cols, int64_t group,
               bool symmetric, const float *moment, Int4Group *grids,
-              uint8_t *codes, double damp) {
+              uint8_t *codes, double damp, int bits) {
+  const float top = bits == 6 ? 63.0f : 15.0f;
   // The damped moment, its columns in reverse order; a column no input
   // reached gets a diagonal of 1 and its weights are taken as 0 (no input
   // ever multiplies them).
@@ -503,9 +517,9 @@ bool gptqInt4(const float *w, int64_t rows, int64_t cols, int64_t group,
             for (int64_t k = m + 1; k < group; ++k)
               groupAcc[size_t(k)] += deviation * rm[k];
           }
-          Int4Group g = symmetric
-                            ? searchSymmetricInt4Group(values.data(), group)
-                            : searchInt4Group(values.data(), group);
+          Int4Group g =
+              symmetric ? searchSymmetricInt4Group(values.data(), group)
+                        : searchAsymmetric(values.data(), group, nullptr, top);
           g.scale = halfToFloat(floatToHalf(g.scale)); // as stored
           current[r0] = g;
           grids[(first + r0) * groups + j / group] = g;
@@ -516,7 +530,7 @@ bool gptqInt4(const float *w, int64_t rows, int64_t cols, int64_t group,
         float *rowAcc = &acc[size_t(r0 * cols)];
         const Int4Group &g = current[r0];
         const float code =
-            int4Code(value + rowAcc[j] / rj[j], 1.0f / g.scale, g.zero);
+            int4Code(value + rowAcc[j] / rj[j], 1.0f / g.scale, g.zero, top);
         codes[(first + r0) * cols + j] = uint8_t(code);
         const float deviation = value - (code - g.zero) * g.scale;
         for (int64_t k = j + 1; k < cols; ++k)

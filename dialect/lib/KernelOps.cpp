@@ -34,7 +34,10 @@ void KernelDialect::initialize() {
 // The spec
 //===----------------------------------------------------------------------===//
 
-static bool isFourBit(Type t) { return t.isUnsignedInteger(4); }
+/// Grouped codes: 4-bit (`ui4`) or 6-bit (`ui6`).
+static bool isGroupedCode(Type t) {
+  return t.isUnsignedInteger(4) || t.isUnsignedInteger(6);
+}
 
 LogicalResult SpecAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, Kind kind, Phase phase,
@@ -55,13 +58,16 @@ LogicalResult SpecAttr::verify(
   if (phase != Phase::Any && kind != Kind::Linear)
     return emitError() << name << " kernel: only linear kernels have a phase";
   if (!(weightType.isF32() || weightType.isBF16() || weightType.isF16() ||
-        weightType.isSignlessInteger(8) || isFourBit(weightType)))
+        weightType.isSignlessInteger(8) || isGroupedCode(weightType)))
     return emitError() << name << " kernel: weight_type must be f32, bf16, "
-                       << "f16, i8 or ui4, got " << weightType;
-  if (isFourBit(weightType) != (group > 0))
-    return emitError() << name << " kernel: ui4 weights and a group size "
-                       << "come together (weight_type " << weightType
+                       << "f16, i8, ui4 or ui6, got " << weightType;
+  if (isGroupedCode(weightType) != (group > 0))
+    return emitError() << name << " kernel: ui4 or ui6 weights and a group "
+                       << "size come together (weight_type " << weightType
                        << ", group " << group << ")";
+  if (weightType.isUnsignedInteger(6) && (symmetric || rowBytes != 0))
+    return emitError() << name << " kernel: ui6 weights are asymmetric, "
+                       << "dense groups (no `symmetric`, no row_bytes)";
   if (group > 0 && in % group != 0)
     return emitError() << name << " kernel: group " << group
                        << " does not divide the input width " << in;
@@ -122,7 +128,7 @@ LogicalResult SpecAttr::verify(
                          << " must divide heads " << heads;
     if (!scale)
       return emitError() << "attention kernel: needs a `scale`";
-    if (isFourBit(weightType) || weightType.isSignlessInteger(8))
+    if (isGroupedCode(weightType) || weightType.isSignlessInteger(8))
       return emitError() << "attention kernel: cache elements must be f32, "
                          << "bf16 or f16, got " << weightType;
     return success();
@@ -292,7 +298,7 @@ LogicalResult StepOp::verifyRegions() {
 LogicalResult TensorOp::verify() {
   auto type = cast<RankedTensorType>(getType());
   if (getGroup() > 0 && !type.getElementType().isUnsignedInteger(8))
-    return emitOpError() << "4-bit codes (group " << getGroup()
+    return emitOpError() << "4- or 6-bit codes (group " << getGroup()
                          << ") are stored as ui8 bytes, got " << type;
   if (getSymmetric() && getGroup() == 0)
     return emitOpError() << "symmetric needs 4-bit codes (a group size)";
@@ -421,6 +427,20 @@ LogicalResult CallOp::verifySymbolUses(SymbolTableCollection &symbols) {
                << ") on " << view.getSourceAttr() << ", stored with group "
                << tensor.getGroup()
                << (tensor.getSymmetric() ? ", symmetric" : ", asymmetric");
+  // 6-bit codes: rows of in/2 bytes of nibbles and in/4 of top bits.
+  if (spec.getWeightType().isUnsignedInteger(6))
+    if (auto view = getOperands()[1].getDefiningOp<ViewOp>();
+        view && view.getSourceAttr())
+      if (auto tensor = symbols.lookupNearestSymbolFrom<TensorOp>(
+              *this, view.getSourceAttr())) {
+        auto type = cast<RankedTensorType>(tensor.getType());
+        const int64_t rowBytes = spec.getIn() / 2 + spec.getIn() / 4;
+        if (type.getRank() != 2 || type.getDimSize(1) != rowBytes)
+          return emitOpError()
+                 << "calls " << getKernelAttr() << " (6-bit codes, rows of "
+                 << rowBytes << " bytes) on " << view.getSourceAttr()
+                 << ", stored as " << type;
+      }
   return success();
 }
 

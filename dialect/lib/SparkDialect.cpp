@@ -28,8 +28,13 @@ void SparkDialect::initialize() {
 LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 unsigned bits, int64_t groupSize,
                                 bool symmetric) {
-  if (bits != 4 && bits != 8)
-    return emitError() << "quantization bits must be 4 or 8, got " << bits;
+  if (bits != 4 && bits != 6 && bits != 8)
+    return emitError() << "quantization bits must be 4, 6 or 8, got " << bits;
+  if (bits == 6 && (groupSize <= 0 || symmetric))
+    return emitError() << "6-bit quantization is asymmetric and in groups "
+                          "(group_size > 0, symmetric = false), got "
+                          "group_size = "
+                       << groupSize << (symmetric ? ", symmetric" : "");
   if (groupSize < 0)
     return emitError() << "quantization group_size must be >= 0 (0 means per "
                           "output channel), got "

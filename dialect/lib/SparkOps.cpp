@@ -96,10 +96,13 @@ LogicalResult WeightOp::verify() {
     return emitOpError() << "weight shape must be static, got "
                          << formatShape(type.getShape());
   Type element = type.getElementType();
-  if (getQuant()) {
-    if (!element.isInteger(8) && !element.isInteger(4))
+  if (QuantAttr quant = getQuantAttr()) {
+    if (!element.isInteger(8) && !element.isInteger(6) && !element.isInteger(4))
       return emitOpError()
-             << "a quantized weight stores i8 or i4 codes, got " << element;
+             << "a quantized weight stores i8, i6 or i4 codes, got " << element;
+    if (element.getIntOrFloatBitWidth() != quant.getBits())
+      return emitOpError() << "stores " << element << " codes but is quantized "
+                           << "to " << quant.getBits() << " bits";
   } else if (!element.isF32() && !element.isF16() && !element.isBF16()) {
     return emitOpError() << "weight element type must be f32, f16 or bf16, got "
                          << element;

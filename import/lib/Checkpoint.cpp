@@ -254,29 +254,41 @@ Error Checkpoint::takeGrid(const std::string &matrix, StringSet<> &claimed) {
   auto find = [&](StringRef suffix) -> const TensorView * {
     return byName.lookup(matrix + suffix.str());
   };
-  Int4Grid grid;
-  grid.codes = find(".int4_codes");
-  grid.scales = find(".int4_scales");
-  grid.zeros = find(".int4_zeros");
-  if (!grid.codes && !grid.scales && !grid.zeros)
-    return Error::success();
-  const TensorView &m = *byName.lookup(matrix);
-  const int64_t rows = m.shape[0], cols = m.shape[1];
   auto fail = [&](const TensorView *t, const Twine &what) {
     return error(t->path + ": tensor '" + t->name + "' " + what);
   };
-  if (!grid.codes || !grid.scales)
-    return fail(grid.codes    ? grid.codes
-                : grid.scales ? grid.scales
-                              : grid.zeros,
-                "is part of a 4-bit grid for '" + matrix + "', which needs " +
-                    matrix + ".int4_codes and " + matrix + ".int4_scales");
+  Int4Grid grid;
+  for (int bits : {4, 6}) {
+    const std::string prefix = bits == 4 ? ".int4_" : ".int6_";
+    Int4Grid g;
+    g.bits = bits;
+    g.codes = find(prefix + "codes");
+    g.scales = find(prefix + "scales");
+    g.zeros = find(prefix + "zeros");
+    if (!g.codes && !g.scales && !g.zeros)
+      continue;
+    const TensorView *any = g.codes ? g.codes : g.scales ? g.scales : g.zeros;
+    if (grid.codes || grid.scales || grid.zeros)
+      return fail(any, "is part of a 6-bit grid for '" + matrix +
+                           "', which also has a 4-bit one; give one grid");
+    if (!g.codes || !g.scales)
+      return fail(any, "is part of a " + std::to_string(bits) +
+                           "-bit grid for '" + matrix + "', which needs " +
+                           matrix + prefix + "codes and " + matrix + prefix +
+                           "scales");
+    grid = g;
+  }
+  if (!grid.codes)
+    return Error::success();
+  const TensorView &m = *byName.lookup(matrix);
+  const int64_t rows = m.shape[0], cols = m.shape[1];
   if (grid.codes->dtype != DType::U8 ||
       ArrayRef<int64_t>(grid.codes->shape) != ArrayRef<int64_t>(m.shape))
     return fail(grid.codes, "is " + dtypeName(grid.codes->dtype).str() + " " +
                                 formatShape(grid.codes->shape) +
                                 "; expected U8 " + formatShape(m.shape) +
-                                ", one 4-bit code a byte");
+                                ", one " + std::to_string(grid.bits) +
+                                "-bit code a byte");
   const TensorView *sides[] = {grid.scales, grid.zeros};
   for (const TensorView *side : sides) {
     if (!side)

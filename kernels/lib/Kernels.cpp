@@ -37,11 +37,12 @@ static std::string typeSuffix(DType type) { return dtypeName(type).lower(); }
 
 /// The weight part of a matrix kernel's name: "bf16", "i8", "u4g128" (4-bit
 /// asymmetric groups) or "s4g128" (symmetric), "u4g128r1088" with grouped
-/// rows of 1088 bytes.
+/// rows of 1088 bytes, "u6g128" (6-bit groups).
 static std::string weightSuffix(const KernelSpec &s) {
   if (!s.group)
     return typeSuffix(s.weightType);
-  return (s.symmetricGroups ? "s4g" : "u4g") + std::to_string(s.group) +
+  return (s.symmetricGroups ? "s" : "u") + std::to_string(s.codeBits) + "g" +
+         std::to_string(s.group) +
          (s.rowBytes ? "r" + std::to_string(s.rowBytes) : "");
 }
 
@@ -143,6 +144,24 @@ Expr gelu(Expr z) {
   return 0.5f * z * select(z >= 0.0f, 2.0f - e, e);
 }
 
+/// Bytes per stored row of grouped codes (before any scales of grouped
+/// rows): K/2 for 4-bit codes, K/2 + K/4 for 6-bit ones.
+int groupedCodeBytes(const KernelSpec &s) {
+  return int(s.codeBits == 6 ? s.in / 2 + s.in / 4 : s.in / 2);
+}
+
+/// The code (as f32) of column `c` of row `row` of grouped codes `w`: a
+/// nibble, or for 6-bit codes the nibble plus 16 x its top two bits.
+Expr groupedCode(const KernelSpec &s, const ImageParam &w, Expr c, Expr row) {
+  Expr byte = w(c / 2, row);
+  Expr code = cast<float>(select(c % 2 == 0, byte & 15, byte >> 4));
+  if (s.codeBits == 6) {
+    Expr high = w(int(s.in / 2) + c / 4, row);
+    code += 16.0f * cast<float>((high >> cast<uint8_t>(2 * (c % 4))) & 3);
+  }
+  return code;
+}
+
 void buildEmbed(KernelAlgorithm &k) {
   const KernelSpec &s = k.spec;
   ImageParam ids(Int(32), 1, "ids");
@@ -153,10 +172,9 @@ void buildEmbed(KernelAlgorithm &k) {
   ImageParam zeros(Float(16), 2, "zeros");
   Expr value;
   int storedCols = int(s.in);
-  if (s.group) { // 4-bit: (code - zero) * scale of the column's group
-    storedCols = int(s.in / 2);
-    Expr byte = table(k.x / 2, id);
-    Expr code = cast<float>(select(k.x % 2 == 0, byte & 15, byte >> 4));
+  if (s.group) { // 4/6-bit: (code - zero) * scale of the column's group
+    storedCols = groupedCodeBytes(s);
+    Expr code = groupedCode(s, table, k.x, id);
     Expr g = k.x / int(s.group);
     Expr zero = s.symmetricGroups ? Expr(8.0f) : cast<float>(zeros(g, id));
     value = (code - zero) * cast<float>(scales(g, id));
@@ -249,10 +267,9 @@ void buildLinear(KernelAlgorithm &k) {
   ImageParam scales(s.group ? Float(16) : Float(32), s.group ? 2 : 1, "scales");
   ImageParam zeros(Float(16), 2, "zeros");
   int storedCols = int(s.in);
-  if (s.group) { // 4-bit: (code - zero) * scale of the input's group
-    storedCols = int(s.in / 2);
-    Expr byte = w(r / 2, k.x);
-    Expr code = cast<float>(select(r % 2 == 0, byte & 15, byte >> 4));
+  if (s.group) { // 4/6-bit: (code - zero) * scale of the input's group
+    storedCols = groupedCodeBytes(s);
+    Expr code = groupedCode(s, w, r, k.x);
     Expr g = r / int(s.group);
     Expr zero = s.symmetricGroups ? Expr(8.0f) : cast<float>(zeros(g, k.x));
     // (code - 8) * input code is exact in f32 for w4a8.

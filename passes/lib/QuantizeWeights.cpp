@@ -26,7 +26,7 @@ FlatSymbolRefAttr productWeight(Operation *op) {
 }
 
 /// One rule of the precision recipe: weights matching `pattern` get `bits`
-/// (0: not quantized) in groups of `group` (4-bit; 0: the scheme's).
+/// (0: not quantized) in groups of `group` (4- and 6-bit; 0: the scheme's).
 struct RecipeRule {
   std::string text;
   llvm::GlobPattern pattern;
@@ -51,15 +51,17 @@ std::string parseRule(StringRef text, RecipeRule &rule) {
     rule.bits = 8;
   } else if (precision == "none") {
     rule.bits = 0;
-  } else if (precision == "int4") {
-    rule.bits = 4;
-  } else if (precision.consume_front("int4:")) {
-    rule.bits = 4;
-    if (precision.getAsInteger(10, rule.group) || !isSupportedBlock(rule.group))
-      return "the group of int4:G must be 32, 64, 128 or 256";
+  } else if (precision == "int4" || precision == "int6") {
+    rule.bits = precision == "int4" ? 4 : 6;
+  } else if (precision.starts_with("int4:") || precision.starts_with("int6:")) {
+    rule.bits = precision[3] == '4' ? 4 : 6;
+    std::string name = precision.take_front(4).str();
+    if (precision.drop_front(5).getAsInteger(10, rule.group) ||
+        !isSupportedBlock(rule.group))
+      return "the group of " + name + ":G must be 32, 64, 128 or 256";
   } else {
     return "unknown precision '" + precision.str() +
-           "'; expected int8, int4, int4:G or none";
+           "'; expected int8, int6, int6:G, int4, int4:G or none";
   }
   return "";
 }
@@ -155,18 +157,22 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
         }
       if (bits == 0)
         continue; // kept in the build's dtype, like the head-gate projection
-      if (bits == 4 && type.getDimSize(1) % group != 0) {
-        bits = 8;
+      if (bits != 8 && type.getDimSize(1) % group != 0) {
         weight.emitWarning()
-            << "spark-quantize-weights: " << weight.getSymName() << " has rows of "
-            << type.getDimSize(1) << " values, not a multiple of the 4-bit group of "
+            << "spark-quantize-weights: " << weight.getSymName()
+            << " has rows of " << type.getDimSize(1)
+            << " values, not a multiple of the " << bits << "-bit group of "
             << group << ": kept at int8 per output channel (8 bits per weight)";
+        bits = 8;
       }
       weight.setType(RankedTensorType::get(type.getShape(),
                                            IntegerType::get(context, bits)));
-      weight.setQuantAttr(bits == 4 ? QuantAttr::get(context, 4, group,
-                                                     symmetric4)
-                                    : int8);
+      // 6-bit codes (a wider grid, for the tied head) are asymmetric groups
+      // whatever the inputs: no microkernel reads them with int8 inputs.
+      weight.setQuantAttr(bits == 8 ? int8
+                          : bits == 6
+                              ? QuantAttr::get(context, 6, group, false)
+                              : QuantAttr::get(context, 4, group, symmetric4));
       quantized.insert(weight);
     }
     for (const RecipeRule &rule : rules)

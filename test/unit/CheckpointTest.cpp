@@ -477,6 +477,24 @@ TEST_F(CheckpointTest, OpensInt4Grids) {
   EXPECT_EQ(ckpt->int4Grid(kQKV), nullptr);
 }
 
+// A 6-bit grid: the same tensors named int6_*.
+TEST_F(CheckpointTest, OpensInt6Grids) {
+  std::string dir = generate("ckpt");
+  editTensors(dir, [&](RawTensors &t) {
+    t[std::string(kDown) + ".int6_codes"] = zeroTensor("U8", {16, 32});
+    t[std::string(kDown) + ".int6_scales"] = zeroTensor("F16", {16, 1});
+    t[std::string(kDown) + ".int6_zeros"] = zeroTensor("F16", {16, 1});
+  });
+  std::unique_ptr<Checkpoint> ckpt = openOk(dir);
+  ASSERT_TRUE(ckpt);
+  const Int4Grid *grid = ckpt->int4Grid(kDown);
+  ASSERT_NE(grid, nullptr);
+  EXPECT_EQ(grid->bits, 6);
+  EXPECT_EQ(grid->group, 32);
+  EXPECT_EQ(grid->codes->name, std::string(kDown) + ".int6_codes");
+  EXPECT_NE(grid->zeros, nullptr);
+}
+
 TEST_F(CheckpointTest, RejectsInt4GridsThatDoNotFit) {
   const std::string codes = std::string(kDown) + ".int4_codes",
                     scales = std::string(kDown) + ".int4_scales",
@@ -518,6 +536,23 @@ TEST_F(CheckpointTest, RejectsInt4GridsThatDoNotFit) {
          t[zeros] = zeroTensor("F16", {8, 1});
        },
        "tensor '" + zeros + "' is F16 [8, 1]; expected F16 [16, 32 / group]"},
+      {[&](RawTensors &t) {
+         t[std::string(kDown) + ".int6_codes"] = zeroTensor("U8", {16, 32});
+       },
+       "tensor '" + std::string(kDown) +
+           ".int6_codes' is part of a 6-bit grid "
+           "for '" +
+           kDown + "', which needs " + kDown + ".int6_codes and " + kDown +
+           ".int6_scales"},
+      {[&](RawTensors &t) {
+         t[codes] = zeroTensor("U8", {16, 32});
+         t[scales] = zeroTensor("F16", {16, 1});
+         t[std::string(kDown) + ".int6_scales"] = zeroTensor("F16", {16, 1});
+       },
+       "tensor '" + std::string(kDown) +
+           ".int6_scales' is part of a 6-bit "
+           "grid for '" +
+           kDown + "', which also has a 4-bit one; give one grid"},
       // a grid for what is not a matrix is a tensor of no model
       {[&](RawTensors &t) {
          t["model.norm.weight.int4_codes"] = zeroTensor("U8", {16});

@@ -14,7 +14,8 @@ KL(f32 model || rounded model) per position, the quantity spark-perplexity
 reports on held-out text. The scales and zero points are rounded to f16 at
 the end (the pack stores them so), and OUT is a checkpoint whose matrices are
 the dequantized values (F32), each 4-bit one with its grid beside it
-(NAME.int4_codes, NAME.int4_scales, NAME.int4_zeros: docs/checkpoints.md).
+(NAME.int4_codes, NAME.int4_scales, NAME.int4_zeros: docs/checkpoints.md;
+a 6-bit head, --head-bits 6, NAME.int6_*).
 Compiled with --quant=w4a16 and the same group sizes (--group-size,
 --quant-override=model.embedding.weight=int4:G), spark-compile stores those
 grids as they are; with --dtype=f32 it measures the emulation (f32
@@ -51,6 +52,7 @@ class Grouped:
         self.codes = torch.tensor(codes, dtype=torch.float32)
         self.group = group
         self.top = top  # the largest code
+        self.tune_zeros = tune_zeros
         self.s0 = torch.tensor(scales, dtype=torch.float32)
         self.z0 = torch.tensor(zeros, dtype=torch.float32)
         # relative parameters, so one learning rate serves every matrix
@@ -94,8 +96,9 @@ def main():
                     help="write only the dequantized values, not each 4-bit matrix's grid "
                          "(NAME.int4_codes, .int4_scales, .int4_zeros) beside them")
     ap.add_argument("--head-bits", type=int, default=4,
-                    help="bits of the tied head's codes (4; 5 or 6 model a wider head format "
-                         "the compiler does not have)")
+                    help="bits of the tied head's codes: 4, or 6 (asymmetric, also with "
+                         "--symmetric; compile with --quant-override=model.embedding.weight="
+                         "int6:G); 5 models a format the compiler does not have (no grid written)")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seq", type=int, default=256, help="tokens per training window")
@@ -126,10 +129,12 @@ def main():
         head = name == "model.embedding.weight"
         group = args.head_group if head else args.group
         top = (1 << args.head_bits) - 1 if head else 15
+        # 6-bit groups are asymmetric in spark-compile, whatever the scheme
+        symmetric = args.symmetric and top == 15
         q, codes, scales, zeros = gptq(w, H[name], group, grid=True, top=top,
-                                       symmetric=args.symmetric)
+                                       symmetric=symmetric)
         grouped[name] = Grouped(codes, scales, zeros, group, args.tune_codes > 0, top,
-                                tune_zeros=not args.symmetric)
+                                tune_zeros=not symmetric)
         err = np.abs(grouped[name].value().detach().numpy() - q).max()
         assert err < 1e-5, (name, err)
     print(f"GPTQ: {len(grouped)} matrices in {time.time() - t0:.0f} s", file=sys.stderr)
@@ -193,13 +198,14 @@ def main():
         for name, g in grouped.items():
             out[name] = g.value(round_f16=True).numpy().astype(np.float64)
             moved += int((g.rounded_codes() != g.codes).sum())
-            if g.top == 15 and not args.no_grids:
+            if g.top in (15, 63) and not args.no_grids:
                 # the grid itself, for spark-compile to store as it is
                 s, z = g.scales_zeros()
-                out[name + ".int4_codes"] = g.rounded_codes().numpy().astype(np.uint8)
-                out[name + ".int4_scales"] = s.half().numpy()
-                if not args.symmetric:
-                    out[name + ".int4_zeros"] = z.half().numpy()
+                kind = "int4" if g.top == 15 else "int6"
+                out[f"{name}.{kind}_codes"] = g.rounded_codes().numpy().astype(np.uint8)
+                out[f"{name}.{kind}_scales"] = s.half().numpy()
+                if g.tune_zeros:
+                    out[f"{name}.{kind}_zeros"] = z.half().numpy()
         print(f"codes changed: {moved} of {sum(g.codes.numel() for g in grouped.values())}",
               file=sys.stderr)
         for name, p in rest.items():

@@ -195,6 +195,9 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
       "avx512_attention.c",
       {"-mavx512f", "-mavx2", "-mfma", "-mf16c"},
       attentionArguments};
+  // 6-bit codes (a wider grid for the head): Halide's kernels, every variant.
+  if (spec.group && spec.codeBits != 4)
+    return nullptr;
   // The avx2 variant runs on CPUs without AVX-512: none of the kernels
   // below may serve it.
   if (variant.avx2Linear)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Test helper for checkpoints that bring their own 4-bit grids.
 
-    int4_grid.py write CKPT OUT --group G [--symmetric] [--damage KIND]
+    int4_grid.py write CKPT OUT --group G [--symmetric] [--head-bits 6] [--damage KIND]
     int4_grid.py strip CKPT OUT
     int4_grid.py compare IMPORTED.json SEARCHED.json --min-gain-db DB
 
@@ -11,7 +11,10 @@ grid, and that grid beside it (NAME.int4_codes U8, NAME.int4_scales F16,
 NAME.int4_zeros F16; docs/checkpoints.md). The grids are ones spark-compile's
 own search would not choose: each group's step is 1.1x its range / 15 and
 its zero point is not a whole number (asymmetric), or the step is 1.1x its
-largest |value| / 7 (symmetric, zero point 8, no zeros tensor). --damage makes
+largest |value| / 7 (symmetric, zero point 8, no zeros tensor). --head-bits 6
+gives the tied head (model.embedding.weight) an asymmetric 6-bit grid
+instead (step 1.1x its range / 63; NAME.int6_codes, .int6_scales,
+.int6_zeros). --damage makes
 the file wrong in one way: `value` moves one value off its grid, `code` writes
 a code of 16, `part` drops the grid of one matrix the build stacks with
 another (mlp.up_proj beside mlp.gate_proj).
@@ -31,10 +34,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "reference"))
 from spark_reference import read_safetensors, write_checkpoint  # noqa: E402
 
-SUFFIXES = (".int4_codes", ".int4_scales", ".int4_zeros")
+SUFFIXES = tuple(f".int{b}_{part}" for b in (4, 6) for part in ("codes", "scales", "zeros"))
 
 
-def grid(w, group, symmetric, rng):
+def grid(w, group, symmetric, rng, top=15):
     n, k = w.shape
     g = w.reshape(n, k // group, group)
     if symmetric:
@@ -42,11 +45,11 @@ def grid(w, group, symmetric, rng):
         zero = np.full(scale.shape, 8.0, dtype=np.float16)
     else:
         lo, hi = g.min(axis=2), g.max(axis=2)
-        scale = ((hi - lo) * 1.1 / 15).astype(np.float16)
+        scale = ((hi - lo) * 1.1 / top).astype(np.float16)
         zero = (-lo / scale.astype(np.float64) + rng.uniform(0.2, 0.6, scale.shape)).astype(np.float16)
     s = scale.astype(np.float64)[..., None]
     z = zero.astype(np.float64)[..., None]
-    codes = np.clip(np.round(g / s + z), 0, 15)
+    codes = np.clip(np.round(g / s + z), 0, top)
     values = ((codes - z) * s).reshape(n, k)
     return values, codes.reshape(n, k).astype(np.uint8), scale, zero
 
@@ -59,14 +62,17 @@ def write(args):
         out[name] = w
         if w.ndim != 2 or w.shape[1] % args.group or name.endswith("g_proj.weight"):
             continue
-        values, codes, scale, zero = grid(w, args.group, args.symmetric, rng)
+        six = args.head_bits == 6 and name == "model.embedding.weight"
+        values, codes, scale, zero = grid(w, args.group, args.symmetric and not six, rng,
+                                          63 if six else 15)
         out[name] = values
         if args.damage == "part" and name.endswith("mlp.up_proj.weight"):
             continue
-        out[name + ".int4_codes"] = codes
-        out[name + ".int4_scales"] = scale
-        if not args.symmetric:
-            out[name + ".int4_zeros"] = zero
+        kind = "int6" if six else "int4"
+        out[f"{name}.{kind}_codes"] = codes
+        out[f"{name}.{kind}_scales"] = scale
+        if six or not args.symmetric:
+            out[f"{name}.{kind}_zeros"] = zero
     victim = "model.layers.0.mlp.down_proj.weight"
     if args.damage == "value":
         out[victim] = out[victim].copy()
@@ -107,6 +113,7 @@ def main():
     w.add_argument("out")
     w.add_argument("--group", type=int, required=True)
     w.add_argument("--symmetric", action="store_true")
+    w.add_argument("--head-bits", type=int, choices=(4, 6), default=4)
     w.add_argument("--damage", choices=("value", "code", "part"))
     s = sub.add_parser("strip")
     s.add_argument("ckpt")

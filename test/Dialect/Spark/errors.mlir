@@ -11,13 +11,23 @@ spark.weight @w : tensor<16xi32>
 
 // -----
 
-// expected-error @+1 {{a quantized weight stores i8 or i4 codes, got 'f32'}}
+// expected-error @+1 {{a quantized weight stores i8, i6 or i4 codes, got 'f32'}}
 spark.weight @w : tensor<16x16xf32> {quant = #spark.quant<bits = 8, group_size = 0, symmetric = true>}
 
 // -----
 
-// expected-error @+1 {{quantization bits must be 4 or 8, got 3}}
+// expected-error @+1 {{stores 'i4' codes but is quantized to 6 bits}}
+spark.weight @w : tensor<16x64xi4> {quant = #spark.quant<bits = 6, group_size = 32, symmetric = false>}
+
+// -----
+
+// expected-error @+1 {{quantization bits must be 4, 6 or 8, got 3}}
 spark.weight @w : tensor<16x16xi8> {quant = #spark.quant<bits = 3, group_size = 0, symmetric = true>}
+
+// -----
+
+// expected-error @+1 {{6-bit quantization is asymmetric and in groups (group_size > 0, symmetric = false), got group_size = 0, symmetric}}
+spark.weight @w : tensor<16x16xi6> {quant = #spark.quant<bits = 6, group_size = 0, symmetric = true>}
 
 // -----
 

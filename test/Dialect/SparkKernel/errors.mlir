@@ -18,8 +18,16 @@ spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max
 // -----
 
 spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
-  // expected-error @+1 {{linear kernel: ui4 weights and a group size come together (weight_type 'ui4', group 0)}}
+  // expected-error @+1 {{linear kernel: ui4 or ui6 weights and a group size come together (weight_type 'ui4', group 0)}}
   spark_kernel.kernel @k <kind = linear, weight_type = ui4, in = 256, out = 16>
+  spark_kernel.step(%pos0: i32) {}
+}
+
+// -----
+
+spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
+  // expected-error @+1 {{linear kernel: ui6 weights are asymmetric, dense groups (no `symmetric`, no row_bytes)}}
+  spark_kernel.kernel @k <kind = linear, weight_type = ui6, in = 256, out = 16, group = 128, symmetric = true>
   spark_kernel.step(%pos0: i32) {}
 }
 
@@ -42,7 +50,7 @@ spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max
 // -----
 
 spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
-  // expected-error @+1 {{weight_type must be f32, bf16, f16, i8 or ui4, got 'i32'}}
+  // expected-error @+1 {{weight_type must be f32, bf16, f16, i8, ui4 or ui6, got 'i32'}}
   spark_kernel.kernel @k <kind = embed, weight_type = i32, in = 16, out = 64>
   spark_kernel.step(%pos0: i32) {}
 }
@@ -360,7 +368,7 @@ spark_kernel.plan attributes {arena_floats = 256, max_chunk = 8, max_rows = 8, m
 // -----
 
 spark_kernel.plan attributes {arena_floats = 0, max_chunk = 8, max_rows = 8, max_context = 32} {
-  // expected-error @+1 {{4-bit codes (group 32) are stored as ui8 bytes, got 'tensor<4x64xi8>'}}
+  // expected-error @+1 {{4- or 6-bit codes (group 32) are stored as ui8 bytes, got 'tensor<4x64xi8>'}}
   spark_kernel.tensor @w : tensor<4x64xi8> {group = 32}
   spark_kernel.step(%pos0: i32) {}
 }
@@ -387,5 +395,24 @@ spark_kernel.plan attributes {arena_floats = 256, max_chunk = 1, max_rows = 1, m
     %o = spark_kernel.view arena : memref<?x4xf32, strided<[4, 1], offset: 128>>
     // expected-error @+1 {{calls @q (4-bit groups of 32, asymmetric) on @s.w, stored with group 32, symmetric}}
     spark_kernel.call @q(%x, %codes, %scales, %zeros, %o) : memref<?x128xf32>, memref<4x64xui8, strided<[128, 1]>>, memref<4x4xf16, strided<[64, 1], offset: 32>>, memref<4x4xf16, strided<[64, 1], offset: 36>>, memref<?x4xf32, strided<[4, 1], offset: 128>>
+  }
+}
+
+// -----
+
+// A 6-bit kernel on 4-bit codes (rows of 64 bytes, not 96).
+spark_kernel.plan attributes {arena_floats = 256, max_chunk = 1, max_rows = 1, max_context = 8} {
+  spark_kernel.kernel @q <kind = linear, weight_type = ui6, in = 128, out = 4, group = 32>
+  spark_kernel.tensor @w : tensor<4x64xui8> {group = 32}
+  spark_kernel.tensor @w.scales : tensor<4x4xf16>
+  spark_kernel.tensor @w.zeros : tensor<4x4xf16>
+  spark_kernel.step(%pos0: i32) {
+    %x = spark_kernel.view arena : memref<?x128xf32>
+    %codes = spark_kernel.view weight @w : memref<4x64xui8>
+    %scales = spark_kernel.view weight @w.scales : memref<4x4xf16>
+    %zeros = spark_kernel.view weight @w.zeros : memref<4x4xf16>
+    %o = spark_kernel.view arena : memref<?x4xf32, strided<[4, 1], offset: 128>>
+    // expected-error @+1 {{calls @q (6-bit codes, rows of 96 bytes) on @w, stored as 'tensor<4x64xui8>'}}
+    spark_kernel.call @q(%x, %codes, %scales, %zeros, %o) : memref<?x128xf32>, memref<4x64xui8>, memref<4x4xf16>, memref<4x4xf16>, memref<?x4xf32, strided<[4, 1], offset: 128>>
   }
 }

@@ -90,7 +90,10 @@ struct PackTensor {
   /// 4-bit (dtype U8, two codes a byte, low nibble first; shape [N, K/2]):
   /// the logical row length K, the group size and each group's scale and
   /// zero point ([N][K / group]); readElements() gives the packed bytes.
+  /// 6-bit (codeBits 6; shape [N, 3K/4]): each row's codes' low nibbles as
+  /// 4-bit ones, then their top two bits, four a byte, lowest bits first.
   int64_t codeCols = 0, group = 0;
+  int codeBits = 4;
   std::vector<float> groupScales, groupZeros;
   /// Or each weight's 4-bit code, one a byte ([N][K]), where GPTQ chose them
   /// (they are not the nearest codes of the weights) or the checkpoint
@@ -115,6 +118,10 @@ struct PackTensor {
   void readElements(int64_t first, int64_t count, float *out) const;
   /// 4-bit: code bytes [first, first + count) of the dense [N][K/2] codes.
   void readCodeBytes(int64_t first, int64_t count, float *out) const;
+  /// 6-bit: bytes [first, first + count) of the [N][3K/4] codes.
+  void readSixBitBytes(int64_t first, int64_t count, float *out) const;
+  /// The K codes of row `row` (4- or 6-bit), one a byte.
+  void rowCodes(int64_t row, uint8_t *out) const;
   /// Real values [first, first + count), whichever the origin, into out.
   void readValues(int64_t first, int64_t count, float *out) const;
   /// Drops the checkpoint pages behind values [first, first + count) (value

@@ -14,8 +14,8 @@
 
 namespace spark {
 
-/// The pack element type of a memref / spec element type (ui4 and ui8 are
-/// U8 bytes, i8 is I8, bf16, f16, else F32).
+/// The pack element type of a memref / spec element type (ui4, ui6 and ui8
+/// are U8 bytes, i8 is I8, bf16, f16, else F32).
 DType elementDType(mlir::Type type);
 
 /// The spec attribute of a kernel, and back.

@@ -42,6 +42,10 @@ Int4Group searchSymmetricInt4Group(llvm::function_ref<float(int64_t)> value,
                                    int64_t n,
                                    const float *importance = nullptr);
 int quantizeInt4(float value, const Int4Group &g);
+/// The asymmetric search for 6-bit groups: codes 0..63, grids of 62 to 64
+/// steps (an Int4Group holds their scale and zero point too).
+Int4Group searchInt6Group(const float *values, int64_t n,
+                          const float *importance = nullptr);
 
 /// GPTQ (Frantar et al., 2022) for the rows x cols matrix `w` (row-major)
 /// in 4-bit groups of `group` along each row: the columns are rounded in
@@ -54,10 +58,10 @@ int quantizeInt4(float value, const Int4Group &g);
 /// the errors before it left them, its scale an f16 value. Writes the
 /// grids ([rows][cols / group]) and each weight's code (0..15, one a byte,
 /// [rows][cols]). False (nothing written) when the damped moment is not
-/// positive definite.
+/// positive definite. `bits` 6: asymmetric 6-bit groups (codes 0..63).
 bool gptqInt4(const float *w, int64_t rows, int64_t cols, int64_t group,
               bool symmetric, const float *moment, Int4Group *grids,
-              uint8_t *codes, double damp = 0.01);
+              uint8_t *codes, double damp = 0.01, int bits = 4);
 
 /// The Cholesky factor L (lower triangular, L L^T = a) of the symmetric
 /// positive definite n x n matrix `a` (row-major; its lower triangle is
@@ -69,16 +73,19 @@ bool choleskyInPlace(double *a, int64_t n);
 /// loops). Tests clear it to compare the two.
 bool &int4SearchUsesAvx2();
 
-/// The 4-bit code of `value` in a group with 1 / scale `inverse`.
-inline float int4Code(float value, float inverse, float zero) {
-  // Codes outside [0, 15] are clamped, so x is first brought into [-1, 16];
-  // there, adding and subtracting 1.5 * 2^23 rounds to the nearest integer,
-  // ties to even, as std::nearbyint does in the default rounding mode,
-  // without its libm call (the group searches round every weight six times).
-  float x = std::min(16.0f, std::max(-1.0f, value * inverse + zero));
+/// The 4-bit code of `value` in a group with 1 / scale `inverse` (`top`
+/// 63: the 6-bit code).
+inline float int4Code(float value, float inverse, float zero,
+                      float top = 15.0f) {
+  // Codes outside [0, top] are clamped, so x is first brought into
+  // [-1, top + 1]; there, adding and subtracting 1.5 * 2^23 rounds to the
+  // nearest integer, ties to even, as std::nearbyint does in the default
+  // rounding mode, without its libm call (the group searches round every
+  // weight six times).
+  float x = std::min(top + 1.0f, std::max(-1.0f, value * inverse + zero));
   const float magic = 12582912.0f;
   float code = (x + magic) - magic;
-  return code < 0.0f ? 0.0f : code > 15.0f ? 15.0f : code;
+  return code < 0.0f ? 0.0f : code > top ? top : code;
 }
 
 } // namespace spark

@@ -114,9 +114,9 @@ def Spark_QuantAttr : AttrDef<Spark_Dialect, "Quant"> {
   let mnemonic = "quant";
   let summary = "how a weight is quantized";
   let description = [{
-    `bits` per stored code (4 or 8), `group_size` along the input dimension
-    (0: one scale per output channel) and whether the grid is symmetric
-    (no zero point). Example: `#spark.quant<bits = 4, group_size = 128,
+    `bits` per stored code (4, 6 or 8), `group_size` along the input
+    dimension (0: one scale per output channel) and whether the grid is
+    symmetric (no zero point). 6-bit codes are always asymmetric groups. Example: `#spark.quant<bits = 4, group_size = 128,
     symmetric = false>`.
   }];
   let parameters = (ins "unsigned":$bits, "int64_t":$group_size,

@@ -35,10 +35,12 @@ struct LayerTensors {
 /// a tool outside the compiler (docs/checkpoints.md): M.int4_codes (U8, M's
 /// shape, codes 0..15), M.int4_scales (F16 [rows, cols / group]) and
 /// optionally M.int4_zeros (F16, the scales' shape; absent: every zero point
-/// is 8). Each value of M is (code - zero) * scale.
+/// is 8). Each value of M is (code - zero) * scale. Or a 6-bit grid, the
+/// same with int6_ in the names and codes 0..63 (`bits` says which).
 struct Int4Grid {
   const TensorView *codes = nullptr, *scales = nullptr, *zeros = nullptr;
   int64_t group = 0;
+  int bits = 4;
 };
 
 struct CheckpointOptions {
@@ -64,7 +66,7 @@ public:
     return byName.lookup(name);
   }
 
-  /// The 4-bit grid the checkpoint brings for matrix `name`, or null.
+  /// The 4- or 6-bit grid the checkpoint brings for matrix `name`, or null.
   const Int4Grid *int4Grid(llvm::StringRef name) const {
     auto it = grids.find(name);
     return it == grids.end() ? nullptr : &it->second;

@@ -52,6 +52,9 @@ struct KernelSpec {
   int64_t slots = 0;  // Attention: cache slots
   int64_t block = 0;  // Rope: positions per coarse table row
   int64_t group = 0;  // Linear/Embed with 4-bit weights (U8 bytes): group size
+  /// Bits per code of grouped weights: 4, or 6 (asymmetric, dense: each
+  /// row's K/2 bytes of low nibbles, then K/4 bytes of top two bits).
+  int64_t codeBits = 4;
   bool symmetricGroups = false; // 4-bit: (code - 8) * scale, no zeros input
   /// 4-bit: bytes per stored row when every row holds its codes, then its
   /// scales and zero points (SPARK_LAYOUT_GROUPED_ROWS; the scales and zeros
@@ -77,7 +80,7 @@ struct KernelSpec {
   bool isInt8Linear(bool fourBit) const {
     if (kind != KernelKind::Linear || inputBits != 8 || inputBlock)
       return false;
-    return fourBit ? group && symmetricGroups
+    return fourBit ? group && symmetricGroups && codeBits == 4
                    : weightType == DType::I8 && !group;
   }
 

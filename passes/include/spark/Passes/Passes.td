@@ -110,8 +110,11 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
     types (Q4_K_M) keep chosen tensors at more bits: each rule
     `PATTERN=PRECISION` matches weight names (after fusion, for example
     `model.embedding.weight`, `*.mlp.down_proj.weight`,
-    `model.layers.0.*`) with a glob; PRECISION is `int8`, `int4`, `int4:G`
-    or `none`. A rule that matches no quantized weight is an error. The
+    `model.layers.0.*`) with a glob; PRECISION is `int8`, `int4`, `int4:G`,
+    `int6`, `int6:G` or `none`. `int6` is 6-bit asymmetric codes in groups
+    (6.25 bits per weight in groups of 128), meant for the tied head, whose
+    error every token's logits carry; its products keep the scheme's
+    inputs. A rule that matches no quantized weight is an error. The
     result is visible on each weight's `#spark.quant` (or its absence).
 
     `activations=bf16` or `f16` (w8a16, w4a16): each such op gets
@@ -140,7 +143,8 @@ def SparkQuantizeWeights : Pass<"spark-quantize-weights", "mlir::ModuleOp"> {
     ListOption<"recipe", "recipe", "std::string",
                "Precision overrides, PATTERN=PRECISION: weights whose name "
                "matches the glob PATTERN get int8, int4 (the scheme's 4-bit "
-               "groups), int4:G (groups of G) or none (the build's dtype); "
+               "groups), int4:G (groups of G), int6, int6:G (6-bit "
+               "asymmetric groups) or none (the build's dtype); "
                "the last matching rule wins">,
     Option<"activationBlock", "activation-block", "int64_t", /*default=*/"0",
            "Dynamic int8 activations: one scale per token and block of this "
