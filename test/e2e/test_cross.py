@@ -82,6 +82,28 @@ class CrossTargets(test_e2e.EndToEnd):
         self.require("arm64")
         self.snr_of_build(["--quant=w4a8"], "arm64-mini-w4a8", 5.0, target="arm64")
 
+    def six_bit_head_checkpoint(self):
+        """mini with its values on grids it brings (test/Codegen/Inputs/
+        int4_grid.py): 4-bit groups of 32 for the body, 6-bit ones for the
+        tied head. Built with those grids and f32 activations, a build
+        computes the float64 reference of the same values to float rounding
+        (host: 122 dB against the f32 build), so a wrong 6-bit code, scale or
+        zero point in the embedding or logits kernel shows."""
+        out = os.path.join(self.tmp, "mini-grid6")
+        if not os.path.exists(out):
+            run([sys.executable, os.path.join(test_e2e.SOURCE, "test", "Codegen", "Inputs",
+                                              "int4_grid.py"),
+                 "write", self.mini_checkpoint(), out, "--group", "32", "--head-bits", "6"])
+        return out
+
+    SIX_BIT_HEAD = ["--quant=w4a16", "--activations=f32", "--group-size=32",
+                    "--quant-override=model.embedding.weight=int6"]
+
+    def test_arm64_six_bit_head_of_mini(self):
+        self.require("arm64")
+        self.snr_of_build(self.SIX_BIT_HEAD, "arm64-mini-head6", 80.0, target="arm64",
+                          ckpt=self.six_bit_head_checkpoint())
+
     def test_arm64_f16_caches_of_mini(self):
         # --kv-cache=f16: Halide's attention kernel reads the 16-bit caches
         # and the driver rounds what it writes (host: 70.3 dB).
@@ -123,6 +145,12 @@ class CrossTargets(test_e2e.EndToEnd):
         self.require("hexagon")
         self.snr_of_build(["--quant=w4a16"], "hexagon-mini-w4a16", 5.0, target="hexagon",
                           prompt_length=80, n_predict=8)
+
+    def test_hexagon_six_bit_head_of_mini(self):
+        self.require("hexagon")
+        # The kernels, not the rings: 24 prompt tokens and 4 generated.
+        self.snr_of_build(self.SIX_BIT_HEAD, "hexagon-mini-head6", 80.0, target="hexagon",
+                          prompt_length=24, n_predict=4, ckpt=self.six_bit_head_checkpoint())
 
     def test_hexagon_bf16_caches_of_mini(self):
         # --kv-cache=bf16 on the freestanding runtime (host: 52.1 dB over 150

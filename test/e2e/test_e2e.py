@@ -208,14 +208,19 @@ class EndToEnd(unittest.TestCase):
         self.assertIn("x86-avx2", dispatch.stderr)
         self.assertFp32Parity(case, self.long_prompt(case, 6), env=env, chunk=7)
 
-    def snr_of_build(self, flags, name, min_snr, target="host", prompt_length=150,
-                     n_predict=32):
-        """Compiles mini with `flags`, runs `prompt_length` prompt tokens (150
-        wrap the sliding rings twice) + `n_predict` generated, and checks the
-        logits SNR (dB) over the prompt positions."""
+    def mini_checkpoint(self):
+        """The generated mini (f32), made once per test."""
         ckpt = os.path.join(self.tmp, "mini-ckpt")
         if not os.path.exists(ckpt):
             run([tool("spark-mkmodel"), "--preset", "mini", "--dtype", "f32", "-o", ckpt])
+        return ckpt
+
+    def snr_of_build(self, flags, name, min_snr, target="host", prompt_length=150,
+                     n_predict=32, ckpt=None):
+        """Compiles mini (or `ckpt`) with `flags`, runs `prompt_length` prompt
+        tokens (150 wrap the sliding rings twice) + `n_predict` generated, and
+        checks the logits SNR (dB) over the prompt positions."""
+        ckpt = ckpt or self.mini_checkpoint()
         out = os.path.join(self.tmp, name)
         run([tool("spark-compile"), ckpt, "-o", out, "--quiet",
              "--max-context", str(MAX_CONTEXT), *compile_args(target), *flags])
@@ -251,9 +256,7 @@ class EndToEnd(unittest.TestCase):
             if flag not in f.read().split():
                 print("[SKIP] this CPU cannot run the %s variant (no %s)" % (variant, flag))
                 self.skipTest("no " + flag)
-        ckpt = os.path.join(self.tmp, "mini-ckpt")
-        if not os.path.exists(ckpt):
-            run([tool("spark-mkmodel"), "--preset", "mini", "--dtype", "f32", "-o", ckpt])
+        ckpt = self.mini_checkpoint()
         out = os.path.join(self.tmp, name)
         run([tool("spark-compile"), ckpt, "-o", out, "--quiet",
              "--max-context", str(MAX_CONTEXT), *flags])
@@ -337,9 +340,7 @@ class EndToEnd(unittest.TestCase):
     def calibration_file(self):
         """Calibration sequences (not the prompt snr_of_build measures on)
         for mini, written to a file; returns (path, sequences)."""
-        ckpt = os.path.join(self.tmp, "mini-ckpt")
-        if not os.path.exists(ckpt):
-            run([tool("spark-mkmodel"), "--preset", "mini", "--dtype", "f32", "-o", ckpt])
+        ckpt = self.mini_checkpoint()
         rng = np.random.default_rng(11)
         sequences = [[int(t) for t in rng.integers(0, 4096, n)] for n in (40, 90, 7)]
         calib = os.path.join(self.tmp, "calib.txt")
@@ -459,9 +460,7 @@ class EndToEnd(unittest.TestCase):
             if "avx512f" not in f.read().split():
                 print("[SKIP] this CPU cannot run the avx512 variant (no avx512f)")
                 self.skipTest("no avx512f")
-        ckpt = os.path.join(self.tmp, "mini-ckpt")
-        if not os.path.exists(ckpt):
-            run([tool("spark-mkmodel"), "--preset", "mini", "--dtype", "f32", "-o", ckpt])
+        ckpt = self.mini_checkpoint()
         long = [int(t) for t in np.random.default_rng(7).integers(0, 4096, 150)]
         for cache in ("bf16", "f16"):
             out = os.path.join(self.tmp, "mini-kv-%s-kernels" % cache)
