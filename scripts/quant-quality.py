@@ -9,15 +9,16 @@ Builds each configuration (host target), runs spark-perplexity on the
 checkpoint's held-out text and agent sequences (heldout-text.ids,
 heldout-agent.ids) with the f32 build as reference, prints a Markdown table,
 writes DIR/quality.json, and with --update-docs replaces the table between the
-markers in docs/quantization.md. Takes about 20 minutes on 2 cores for
-spark-nano. Calibration (for static activations and importance-weighted
+markers in docs/quantization.md. Takes about 25 minutes on 2 cores for
+spark-nano, plus the tuning below. Calibration (for static activations and importance-weighted
 4-bit search) uses the checkpoint's calib.ids, drawn from training data; the
 GPTQ rows also calib-32k.ids (more tokens, from the same training data).
 
-The "tuned grids" row runs tools/reference/scale_tune_experiment.py first
-(about 12 more minutes; it needs PyTorch: scripts/install-train-deps.sh, and
-this script run by the Python that has it, e.g. /usr/bin/python3) and builds
-the checkpoint it writes, whose 4-bit grids spark-compile stores as they are.
+The three "tuned grids" rows each run tools/reference/scale_tune_experiment.py
+first (about 14 more minutes each; it needs PyTorch:
+scripts/install-train-deps.sh, and this script run by the Python that has it,
+e.g. /usr/bin/python3) and build the checkpoint it writes, whose 4- and 6-bit
+grids spark-compile stores as they are.
 """
 
 import argparse
@@ -33,7 +34,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN = "<!-- BEGIN quant-quality table (scripts/quant-quality.py --update-docs) -->"
 END = "<!-- END quant-quality table -->"
 
-# (name, spark-compile flags, emulation type or None, note)
+# The tuned-grid rows: scale_tune_experiment.py's options beside the common
+# ones (GPTQ in groups of 128 on calib-32k.ids, then 400 steps of scales, zero
+# points, norms and codes tuned on KL to the f32 model).
+TUNINGS = {
+    "tuned": ["--head-group", "32"],
+    "tuned-head6": ["--head-group", "128", "--head-bits", "6"],
+    "tuned-head6-symmetric": ["--head-group", "128", "--head-bits", "6", "--symmetric"],
+}
+
+# (name, spark-compile flags, emulation type or TUNINGS key or None, note)
 CONFIGS = [
     ("bf16", ["--dtype=bf16"], None, "weights bf16"),
     ("f32, bf16 caches", ["--kv-cache=bf16"], None, "keys and values bf16 (--kv-cache)"),
@@ -65,8 +75,23 @@ CONFIGS = [
     ("w4a16 g128, head int4:32, tuned grids",
      ["--quant=w4a16", "--quant-override=model.embedding.weight=int4:32"], "tuned",
      "scale_tune_experiment.py's grids, stored as they are"),
+    ("w4a16 g128 +imp, head int6", ["--quant=w4a16", "CALIB",
+                                    "--quant-override=model.embedding.weight=int6"], None,
+     "recipe: head in 6-bit groups of 128"),
+    ("w4a16 g128 gptq 32k, head int6", ["--quant=w4a16", "CALIB32K", "--gptq",
+                                        "--quant-override=model.embedding.weight=int6"],
+     None, "GPTQ, recipe"),
+    ("w4a16 g128, head int6, tuned grids",
+     ["--quant=w4a16", "--quant-override=model.embedding.weight=int6"], "tuned-head6",
+     "scale_tune_experiment.py's grids (head 6-bit), stored as they are"),
     ("w4a8 g128 +imp", ["--quant=w4a8", "CALIB"], None, "int8 per token"),
     ("w4a8 g128 gptq 32k", ["--quant=w4a8", "CALIB32K", "--gptq"], None, "GPTQ, int8 per token"),
+    ("w4a8 g128 gptq 32k, head int6", ["--quant=w4a8", "CALIB32K", "--gptq",
+                                       "--quant-override=model.embedding.weight=int6"], None,
+     "GPTQ, recipe, int8 per token"),
+    ("w4a8 g128, head int6, tuned grids",
+     ["--quant=w4a8", "--quant-override=model.embedding.weight=int6"], "tuned-head6-symmetric",
+     "scale_tune_experiment.py --symmetric's grids (head 6-bit), int8 per token"),
     ("w4a8 g64 +imp", ["--quant=w4a8", "--group-size=64", "CALIB"], None, "int8 per token"),
     ("w4a8 g64 +imp, bf16 caches", ["--quant=w4a8", "--group-size=64", "CALIB", "--kv-cache=bf16"],
      None, "int8 per token, caches bf16"),
@@ -112,9 +137,9 @@ def main():
             sys.exit(f"quant-quality: {path} missing; expected a checkpoint with held-out and calibration ids")
     os.makedirs(args.work, exist_ok=True)
     only = set(args.only.split(";")) if args.only else None
-    if any(e == "tuned" and (not only or n in only) for n, _, e, _ in CONFIGS):
+    if any(e in TUNINGS and (not only or n in only) for n, _, e, _ in CONFIGS):
         if importlib.util.find_spec("torch") is None:
-            sys.exit("quant-quality: the tuned-grids row needs PyTorch (scripts/install-train-deps.sh) "
+            sys.exit("quant-quality: the tuned-grids rows need PyTorch (scripts/install-train-deps.sh) "
                      f"in {sys.executable}; or leave it out with --only")
 
     def build(name, flags, ckpt):
@@ -134,16 +159,17 @@ def main():
         if only and name not in only:
             continue
         ckpt = args.ckpt
-        if emulation == "tuned":
-            # GPTQ in groups of 128 (head 32) on calib-32k.ids, then scales,
-            # zero points, norms and codes tuned on KL to the f32 model
-            ckpt = os.path.join(args.work, "ckpt-tuned")
+        if emulation in TUNINGS:
+            # GPTQ in groups of 128 on calib-32k.ids, then scales, zero
+            # points, norms and codes tuned on KL to the f32 model
+            ckpt = os.path.join(args.work, "ckpt-" + emulation)
             if os.path.exists(ckpt):
                 shutil.rmtree(ckpt)
             t = time.time()
             run([sys.executable, os.path.join(ROOT, "tools", "reference", "scale_tune_experiment.py"),
-                 args.ckpt, "--calib", calib32k, "-o", ckpt, "--group", "128", "--head-group", "32",
-                 "--steps", "400", "--lr", "2e-3", "--tune-rest", "--tune-codes", "2e-2"])
+                 args.ckpt, "--calib", calib32k, "-o", ckpt, "--group", "128",
+                 "--steps", "400", "--lr", "2e-3", "--tune-rest", "--tune-codes", "2e-2"]
+                + TUNINGS[emulation])
             log(f"{name}: tuned in {time.time() - t:.0f} s")
         elif emulation:
             kind, _, head = emulation.partition(":")
@@ -153,7 +179,7 @@ def main():
             run([sys.executable, os.path.join(ROOT, "tools", "reference", "llama_quant_emulation.py"),
                  args.ckpt, "--type", kind, "--head", head or "llama", "-o", ckpt])
         out = build(name, flags, ckpt)
-        if emulation and emulation != "tuned":
+        if emulation and emulation not in TUNINGS:
             with open(os.path.join(ckpt, "emulation.json")) as f:
                 bpw = json.load(f)["bits_per_weight"]
         else:

@@ -175,6 +175,35 @@ class SparkNano(unittest.TestCase):
                 scheme, r["kld"]["mean"] / plain["kld"]["mean"]))
             self.assertLess(r["kld"]["mean"], 0.5 * plain["kld"]["mean"])
 
+    def test_tuned_grids_with_six_bit_head(self):
+        """A short run of the scale-tuning script (40 steps on calib.ids; the
+        documented table's row runs 400 on calib-32k.ids and measures
+        0.00079): the checkpoint it writes brings 4-bit grids for the body and
+        a 6-bit one for the head, the build stores all of them as they are, and
+        its KLD is well below the compiler's own rounding of the same format
+        (measured 0.00162 against 0.00223)."""
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("[SKIP] python3-torch is not installed (scripts/install-deps.sh installs it)")
+            return
+        tuned = os.path.join(self.work, "ckpt-tuned-head6")
+        run([sys.executable, os.path.join(SOURCE, "tools", "reference", "scale_tune_experiment.py"),
+             NANO, "--calib", CALIB, "-o", tuned, "--group", "128", "--head-group", "128",
+             "--head-bits", "6", "--steps", "40", "--lr", "2e-3", "--tune-rest",
+             "--tune-codes", "2e-2"])
+        flags = ["--quant=w4a16", "--quant-override=model.embedding.weight=int6"]
+        build = self.compile("w4a16-head6-tuned", flags, ckpt=tuned)
+        with open(os.path.join(build, "manifest.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual(manifest["four_bit_rounding"], "from the checkpoint")
+        self.assertEqual(manifest["matrices"]["model.embedding.weight"],
+                         "int6 g128 asymmetric, grid from the checkpoint")
+        own = self.measure(self.compile("w4a16-head6", flags))
+        r = self.measure(build)
+        print("tuned / own rounding mean KLD: %.3f" % (r["kld"]["mean"] / own["kld"]["mean"]))
+        self.assertLess(r["kld"]["mean"], 0.85 * own["kld"]["mean"])
+
     def test_gptq(self):
         """GPTQ rounding (--gptq, calibrated on calib.ids) against each group's
         own best grid, w4a16 in groups of 128: the emulation measured 0.73x the

@@ -178,7 +178,8 @@ cl::opt<std::string> quantRecipe(
     "quant-recipe",
     cl::desc("A precision recipe: one rule PATTERN = PRECISION per line "
              "('#' comments): weights whose fused name matches the glob get "
-             "int8, int4, int4:G (4-bit groups of G) or none (the build's "
+             "int8, int4, int4:G (4-bit groups of G), int6, int6:G (6-bit "
+             "asymmetric groups, for the tied head) or none (the build's "
              "--dtype) instead of the --quant scheme's precision; the last "
              "matching rule wins (docs/quantization.md)"),
     cl::value_desc("file"), cl::init(""), cl::cat(category));
