@@ -302,7 +302,8 @@ llvm::Expected<bool> WeightLoader::importGrid(PackTensor &tensor) {
     const std::string &name = tensor.sources[i];
     if (!grids[i])
       return error(ckpt.directory() + ": " + name + " has no grid (" + name +
-                   ".int4_codes, .int4_scales) where " + withGrid +
+                   ".int" + std::to_string(bits) + "_codes, .int" +
+                   std::to_string(bits) + "_scales) where " + withGrid +
                    ", stored with it in " + tensor.name +
                    ", has one; give both or neither");
     if (grids[i]->bits != bits || grids[i]->group != group)

@@ -29,6 +29,7 @@ NANO = os.environ.get("SPARK_NANO_DIR", os.path.join(SOURCE, "models", "spark-na
 TEXT = os.path.join(NANO, "heldout-text.ids")
 AGENT = os.path.join(NANO, "heldout-agent.ids")
 CALIB = os.path.join(NANO, "calib.ids")
+CALIB_32K = os.path.join(NANO, "calib-32k.ids")
 sys.path.insert(0, os.path.join(SOURCE, "tools", "reference"))
 import spark_reference as ref  # noqa: E402
 
@@ -175,13 +176,15 @@ class SparkNano(unittest.TestCase):
                 scheme, r["kld"]["mean"] / plain["kld"]["mean"]))
             self.assertLess(r["kld"]["mean"], 0.5 * plain["kld"]["mean"])
 
-    def test_tuned_grids_with_six_bit_head(self):
-        """A short run of the scale-tuning script (40 steps on calib.ids; the
-        documented table's row runs 400 on calib-32k.ids and measures
-        0.00079): the checkpoint it writes brings 4-bit grids for the body and
-        a 6-bit one for the head, the build stores all of them as they are, and
-        its KLD is well below the compiler's own rounding of the same format
-        (measured 0.00162 against 0.00223)."""
+    def test_w4a16_goal_with_tuned_grids(self):
+        """The issue's w4a16 goal: at most 4.6 bits per weight, at most 0.6x
+        the KLD of llama.cpp's Q4_0 (round-to-nearest emulation, its Q6_K
+        head: 0.00191 at 4.80 bits) and below Q4_K's (0.00136). Met by the
+        body in 4-bit groups of 128 and the tied head in 6-bit ones, with the
+        grids of the scale-tuning script stored as they are. The table's row
+        tunes 400 steps (0.00079); this runs 150 (about 5 minutes; measured
+        0.00101, 0.53x Q4_0 and 0.74x Q4_K, on the development VM; 120 steps
+        gave 0.00108, 40 steps on calib.ids 0.00162)."""
         try:
             import torch  # noqa: F401
         except ImportError:
@@ -189,20 +192,31 @@ class SparkNano(unittest.TestCase):
             return
         tuned = os.path.join(self.work, "ckpt-tuned-head6")
         run([sys.executable, os.path.join(SOURCE, "tools", "reference", "scale_tune_experiment.py"),
-             NANO, "--calib", CALIB, "-o", tuned, "--group", "128", "--head-group", "128",
-             "--head-bits", "6", "--steps", "40", "--lr", "2e-3", "--tune-rest",
+             NANO, "--calib", CALIB_32K, "-o", tuned, "--group", "128", "--head-group", "128",
+             "--head-bits", "6", "--steps", "150", "--lr", "2e-3", "--tune-rest",
              "--tune-codes", "2e-2"])
-        flags = ["--quant=w4a16", "--quant-override=model.embedding.weight=int6"]
-        build = self.compile("w4a16-head6-tuned", flags, ckpt=tuned)
+        build = self.compile("w4a16-head6-tuned", [
+            "--quant=w4a16", "--quant-override=model.embedding.weight=int6"], ckpt=tuned)
         with open(os.path.join(build, "manifest.json")) as f:
             manifest = json.load(f)
         self.assertEqual(manifest["four_bit_rounding"], "from the checkpoint")
         self.assertEqual(manifest["matrices"]["model.embedding.weight"],
                          "int6 g128 asymmetric, grid from the checkpoint")
-        own = self.measure(self.compile("w4a16-head6", flags))
-        r = self.measure(build)
-        print("tuned / own rounding mean KLD: %.3f" % (r["kld"]["mean"] / own["kld"]["mean"]))
-        self.assertLess(r["kld"]["mean"], 0.85 * own["kld"]["mean"])
+        self.assertLessEqual(manifest["bits_per_weight"], 4.6)
+        emulated = {}
+        for kind in ("q4_0", "q4_k"):
+            ckpt = os.path.join(self.work, "ckpt-%s-llama" % kind)
+            run([sys.executable, os.path.join(SOURCE, "tools", "reference",
+                                              "llama_quant_emulation.py"),
+                 NANO, "--type", kind, "--head", "llama", "-o", ckpt])
+            with open(os.path.join(ckpt, "emulation.json")) as f:
+                self.assertGreaterEqual(json.load(f)["bits_per_weight"], manifest["bits_per_weight"])
+            emulated[kind] = self.measure(self.compile(kind, [], ckpt=ckpt))["kld"]["mean"]
+        r = self.measure(build)["kld"]["mean"]
+        print("tuned w4a16 / Q4_0 mean KLD: %.3f, / Q4_K: %.3f" % (
+            r / emulated["q4_0"], r / emulated["q4_k"]))
+        self.assertLessEqual(r, 0.6 * emulated["q4_0"])
+        self.assertLess(r, emulated["q4_k"])
 
     def test_gptq(self):
         """GPTQ rounding (--gptq, calibrated on calib.ids) against each group's
