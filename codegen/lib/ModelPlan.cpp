@@ -198,7 +198,7 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
       tensor.scales =
           side(PackTensor::Role::Scales, DType::F16, {rows, groups});
       tensor.zeros = side(PackTensor::Role::Zeros, DType::F16, {rows, groups});
-      tensor.shape = {rows, cols / 2 + cols / 4};
+      tensor.shape = {rows, spark_six_bit_row_bytes(cols)};
     } else if (groupedRows) {
       tensor.rowBytes =
           spark_grouped_row_bytes(cols, group, tensor.symmetricGroups);

@@ -101,70 +101,57 @@ void PackTensor::readElements(int64_t first, int64_t count, float *out) const {
   }
 }
 
-void PackTensor::rowCodes(int64_t row, uint8_t *out) const {
+void PackTensor::valueCodes(int64_t first, int64_t count, float *out) const {
   if (!this->codes.empty()) { // chosen by GPTQ or brought by the checkpoint
-    std::copy_n(this->codes.begin() + row * codeCols, codeCols, out);
-    return;
-  }
-  std::vector<float> values(static_cast<size_t>(codeCols));
-  readValues(row * codeCols, codeCols, values.data());
-  const int64_t groups = codeCols / group;
-  const float top = float((1 << codeBits) - 1);
-  for (int64_t g = 0; g < groups; ++g) {
-    const float inverse = 1.0f / groupScales[row * groups + g],
-                zero = groupZeros[row * groups + g];
-    for (int64_t c = g * group; c < (g + 1) * group; ++c)
-      out[c] = uint8_t(int4Code(values[c], inverse, zero, top));
-  }
-}
-
-void PackTensor::readSixBitBytes(int64_t first, int64_t count,
-                                 float *out) const {
-  const int64_t stride = shape[1], half = codeCols / 2;
-  std::vector<uint8_t> row(static_cast<size_t>(codeCols));
-  int64_t loaded = -1;
-  for (int64_t at = first; at < first + count; ++at) {
-    const int64_t r = at / stride, column = at % stride;
-    if (r != loaded) {
-      rowCodes(r, row.data());
-      loaded = r;
-    }
-    int byte = 0;
-    if (column < half) { // two low nibbles
-      byte = (row[2 * column] & 15) | (row[2 * column + 1] & 15) << 4;
-    } else { // the top two bits of four codes
-      const uint8_t *four = &row[4 * (column - half)];
-      for (int i = 0; i < 4; ++i)
-        byte |= (four[i] >> 4) << (2 * i);
-    }
-    out[at - first] = float(byte);
-  }
-}
-
-void PackTensor::readCodeBytes(int64_t first, int64_t count, float *out) const {
-  if (!this->codes.empty()) { // chosen by GPTQ
     for (int64_t i = 0; i < count; ++i)
-      out[i] = float(this->codes[size_t(2 * (first + i))]) +
-               16.0f * float(this->codes[size_t(2 * (first + i) + 1)]);
+      out[i] = float(this->codes[size_t(first + i)]);
     return;
   }
-  // Bytes of two 4-bit codes: the values of the 2 * count codes, then each
-  // group's 1 / scale once, as quantizeInt4 computes it.
-  std::vector<float> codes(2 * count);
-  readValues(2 * first, 2 * count, codes.data());
+  // The values, then each group's 1 / scale once, as quantizeInt4 computes it.
+  readValues(first, count, out);
   const int64_t groups = codeCols / group;
+  const float top = topCode();
   int64_t groupIndex = -1;
   float inverse = 0.0f, zero = 0.0f;
-  for (int64_t i = 0; i < 2 * count; ++i) {
-    const int64_t at = 2 * first + i;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t at = first + i;
     const int64_t g = (at / codeCols) * groups + (at % codeCols) / group;
     if (g != groupIndex) {
       groupIndex = g;
       inverse = 1.0f / groupScales[g];
       zero = groupZeros[g];
     }
-    codes[i] = int4Code(codes[i], inverse, zero);
+    out[i] = int4Code(out[i], inverse, zero, top);
   }
+}
+
+void PackTensor::readSixBitBytes(int64_t first, int64_t count,
+                                 float *out) const {
+  const int64_t stride = shape[1], half = codeCols / 2;
+  std::vector<float> row(static_cast<size_t>(codeCols));
+  int64_t loaded = -1;
+  for (int64_t at = first; at < first + count; ++at) {
+    const int64_t r = at / stride, column = at % stride;
+    if (r != loaded) {
+      valueCodes(r * codeCols, codeCols, row.data());
+      loaded = r;
+    }
+    int byte = 0;
+    if (column < half) { // two low nibbles
+      byte = (int(row[2 * column]) & 15) | (int(row[2 * column + 1]) & 15) << 4;
+    } else { // the top two bits of four codes
+      const float *four = &row[4 * (column - half)];
+      for (int i = 0; i < 4; ++i)
+        byte |= (int(four[i]) >> 4) << (2 * i);
+    }
+    out[at - first] = float(byte);
+  }
+}
+
+void PackTensor::readCodeBytes(int64_t first, int64_t count, float *out) const {
+  // Bytes of two 4-bit codes.
+  std::vector<float> codes(2 * count);
+  valueCodes(2 * first, 2 * count, codes.data());
   for (int64_t i = 0; i < count; ++i)
     out[i] = codes[2 * i] + 16.0f * codes[2 * i + 1];
 }
@@ -297,7 +284,7 @@ llvm::Expected<bool> WeightLoader::importGrid(PackTensor &tensor) {
       llvm::find_if(grids, [](const Int4Grid *g) { return g != nullptr; }) -
       grids.begin())];
   const int bits = tensor.codeBits;
-  const float top = float((1 << bits) - 1);
+  const float top = tensor.topCode();
   for (size_t i = 0; i < grids.size(); ++i) {
     const std::string &name = tensor.sources[i];
     if (!grids[i])

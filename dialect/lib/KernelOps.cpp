@@ -434,7 +434,7 @@ LogicalResult CallOp::verifySymbolUses(SymbolTableCollection &symbols) {
       if (auto tensor = symbols.lookupNearestSymbolFrom<TensorOp>(
               *this, view.getSourceAttr())) {
         auto type = cast<RankedTensorType>(tensor.getType());
-        const int64_t rowBytes = spec.getIn() / 2 + spec.getIn() / 4;
+        const int64_t rowBytes = spark_six_bit_row_bytes(spec.getIn());
         if (type.getRank() != 2 || type.getDimSize(1) != rowBytes)
           return emitOpError()
                  << "calls " << getKernelAttr() << " (6-bit codes, rows of "

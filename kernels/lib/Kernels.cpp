@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "spark/Kernels/Kernels.h"
+#include "spark/model_abi.h"
 
 #include <cmath>
 #include <cstdint>
@@ -147,7 +148,7 @@ Expr gelu(Expr z) {
 /// Bytes per stored row of grouped codes (before any scales of grouped
 /// rows): K/2 for 4-bit codes, K/2 + K/4 for 6-bit ones.
 int groupedCodeBytes(const KernelSpec &s) {
-  return int(s.codeBits == 6 ? s.in / 2 + s.in / 4 : s.in / 2);
+  return int(s.codeBits == 6 ? spark_six_bit_row_bytes(s.in) : s.in / 2);
 }
 
 /// The code (as f32) of column `c` of row `row` of grouped codes `w`: a

@@ -61,16 +61,22 @@ TEST(Int8Packer, ErrorWithinHalfAStep) {
 
 } // namespace
 
+/// A group of 128 values drawn uniformly from [-0.7, 1.3).
+static std::vector<float> uniformGroup(unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-0.7f, 1.3f);
+  std::vector<float> group(128);
+  for (float &v : group)
+    v = uniform(rng);
+  return group;
+}
+
 namespace {
 
 // 4-bit groups: every code is in 0..15 and the reconstruction error of each
 // value stays within half a grid step (values inside the searched range).
 TEST(Int4Packer, GroupCodesAndError) {
-  std::mt19937 rng(9);
-  std::uniform_real_distribution<float> uniform(-0.7f, 1.3f);
-  std::vector<float> group(128);
-  for (float &v : group)
-    v = uniform(rng);
+  const std::vector<float> group = uniformGroup(9);
   Int4Group g = searchInt4Group([&](int64_t i) { return group[i]; },
                                 int64_t(group.size()));
   EXPECT_GE(g.zero, 0.0f);
@@ -574,11 +580,7 @@ namespace {
 // 6-bit groups: codes 0..63, f16 grid, half-step error inside the range and
 // about four times (12 dB) less error than the 4-bit grid of the same group.
 TEST(Int6Packer, GroupCodesAndError) {
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<float> uniform(-0.7f, 1.3f);
-  std::vector<float> group(128);
-  for (float &v : group)
-    v = uniform(rng);
+  const std::vector<float> group = uniformGroup(11);
   const Int4Group g6 = searchInt6Group(group.data(), int64_t(group.size()));
   const Int4Group g4 = searchInt4Group(group.data(), int64_t(group.size()));
   EXPECT_GE(g6.zero, 0.0f);

@@ -45,6 +45,13 @@ static inline int64_t spark_grouped_row_bytes(int64_t in, int64_t group,
   return (bytes + 63) / 64 * 64;
 }
 
+/* Bytes of one row of `in` 6-bit codes (row-major layout): in/2 bytes of
+ * their low nibbles, two a byte, then in/4 bytes of their top two bits, four
+ * a byte, the first code's in bits 0-1. */
+static inline int64_t spark_six_bit_row_bytes(int64_t in) {
+  return in / 2 + in / 4;
+}
+
 typedef enum spark_cache_layout {
   SPARK_CACHE_LINEAR = 0, /* slot p holds position p */
   SPARK_CACHE_RING = 1,   /* slot p mod slots holds position p */

@@ -120,8 +120,11 @@ struct PackTensor {
   void readCodeBytes(int64_t first, int64_t count, float *out) const;
   /// 6-bit: bytes [first, first + count) of the [N][3K/4] codes.
   void readSixBitBytes(int64_t first, int64_t count, float *out) const;
-  /// The K codes of row `row` (4- or 6-bit), one a byte.
-  void rowCodes(int64_t row, uint8_t *out) const;
+  /// 4- or 6-bit: the codes of values [first, first + count) (row-major
+  /// [N][K]): the chosen ones (`codes`), or each value's nearest on its grid.
+  void valueCodes(int64_t first, int64_t count, float *out) const;
+  /// The largest code: 15, or 63 for 6-bit codes.
+  float topCode() const { return float((1 << codeBits) - 1); }
   /// Real values [first, first + count), whichever the origin, into out.
   void readValues(int64_t first, int64_t count, float *out) const;
   /// Drops the checkpoint pages behind values [first, first + count) (value
