@@ -187,7 +187,8 @@ int Planner::weightTensor(Operation *op, FlatSymbolRefAttr symbol, DType dtype,
     // target's layout): one tensor, each row's codes, scales and zero
     // points; else the scales and zero points are tensors of their own.
     // 6-bit codes (asymmetric) are always dense: each row's K/2 bytes of
-    // low nibbles, then K/4 bytes of the codes' top two bits.
+    // low nibbles, then K/4 bytes of the codes' top two bits
+    // (spark_six_bit_top).
     const int64_t group = quant.getGroupSize(), groups = cols / group;
     tensor.dtype = DType::U8;
     tensor.codeCols = cols;
@@ -735,8 +736,12 @@ void setPlanConfig(ModelPlan &plan, const ModelConfig &config) {
           .str();
   for (const KernelSpec &k : plan.kernels)
     abi += k.name() + ";";
+  // 6-bit rows: their top bits in blocks of 128 codes (spark_six_bit_top;
+  // earlier packs, four codes a byte in order, do not open).
   for (const PackTensor &t : plan.tensors)
-    abi += llvm::formatv("{0}:{1}:{2};", t.name, int(t.dtype), t.bytes()).str();
+    abi += llvm::formatv("{0}:{1}:{2}{3};", t.name, int(t.dtype), t.bytes(),
+                         t.codeBits == 6 ? ":tops128" : "")
+               .str();
   for (const CacheSpec &c : plan.caches)
     abi += llvm::formatv("{0}:{1}:{2};", c.ring, c.slots, c.kvHeads * c.headDim)
                .str();

@@ -127,24 +127,26 @@ void PackTensor::valueCodes(int64_t first, int64_t count, float *out) const {
 
 void PackTensor::readSixBitBytes(int64_t first, int64_t count,
                                  float *out) const {
-  const int64_t stride = shape[1], half = codeCols / 2;
-  std::vector<float> row(static_cast<size_t>(codeCols));
+  const int64_t stride = shape[1];
+  std::vector<float> codes(static_cast<size_t>(codeCols));
+  std::vector<uint8_t> bytes(static_cast<size_t>(stride));
   int64_t loaded = -1;
   for (int64_t at = first; at < first + count; ++at) {
-    const int64_t r = at / stride, column = at % stride;
-    if (r != loaded) {
-      valueCodes(r * codeCols, codeCols, row.data());
+    const int64_t r = at / stride;
+    if (r != loaded) { // the row's bytes: nibbles, then tops where they lie
+      valueCodes(r * codeCols, codeCols, codes.data());
+      std::fill(bytes.begin(), bytes.end(), 0);
+      for (int64_t k = 0; k < codeCols; ++k) {
+        const int code = int(codes[size_t(k)]);
+        int64_t byte = 0;
+        int shift = 0;
+        spark_six_bit_top(codeCols, k, &byte, &shift);
+        bytes[size_t(k / 2)] |= uint8_t((code & 15) << (4 * (k % 2)));
+        bytes[size_t(byte)] |= uint8_t((code >> 4) << shift);
+      }
       loaded = r;
     }
-    int byte = 0;
-    if (column < half) { // two low nibbles
-      byte = (int(row[2 * column]) & 15) | (int(row[2 * column + 1]) & 15) << 4;
-    } else { // the top two bits of four codes
-      const float *four = &row[4 * (column - half)];
-      for (int i = 0; i < 4; ++i)
-        byte |= (int(four[i]) >> 4) << (2 * i);
-    }
-    out[at - first] = float(byte);
+    out[at - first] = float(bytes[size_t(at % stride)]);
   }
 }
 

@@ -152,13 +152,19 @@ int groupedCodeBytes(const KernelSpec &s) {
 }
 
 /// The code (as f32) of column `c` of row `row` of grouped codes `w`: a
-/// nibble, or for 6-bit codes the nibble plus 16 x its top two bits.
+/// nibble, or for 6-bit codes the nibble plus 16 x its top two bits, where
+/// spark_six_bit_top puts them (blocks of 128 codes, the last one `tail`
+/// codes if shorter; h half a block).
 Expr groupedCode(const KernelSpec &s, const ImageParam &w, Expr c, Expr row) {
   Expr byte = w(c / 2, row);
   Expr code = cast<float>(select(c % 2 == 0, byte & 15, byte >> 4));
   if (s.codeBits == 6) {
-    Expr high = w(int(s.in / 2) + c / 4, row);
-    code += 16.0f * cast<float>((high >> cast<uint8_t>(2 * (c % 4))) & 3);
+    const int in = int(s.in), tail = in % 128;
+    Expr block = c / 128, within = c % 128;
+    Expr h = tail ? select(block == in / 128, tail / 2, 64) : Expr(64);
+    Expr high = w(in / 2 + 32 * block + (within % h) / 2, row);
+    Expr shift = 2 * (within % 2) + 4 * (within / h);
+    code += 16.0f * cast<float>((high >> cast<uint8_t>(shift)) & 3);
   }
   return code;
 }

@@ -613,7 +613,8 @@ TEST(Int6Packer, GroupCodesAndError) {
 // two bits of four codes a byte (lowest bits first); from codes GPTQ or the
 // checkpoint chose, or from the values and the grid.
 TEST(PackTensorElements, SixBitCodes) {
-  const int64_t rows = 2, cols = 64, group = 32, stride = cols / 2 + cols / 4;
+  // One whole block of 128 codes and a short one of 64.
+  const int64_t rows = 2, cols = 192, group = 32, stride = cols / 2 + cols / 4;
   PackTensor t;
   t.dtype = DType::U8;
   t.shape = {rows, stride};
@@ -631,18 +632,24 @@ TEST(PackTensorElements, SixBitCodes) {
   auto check = [&](const PackTensor &tensor, const char *origin) {
     std::vector<float> bytes(size_t(rows * stride));
     // Read in two pieces that split a row, as the pack writer may.
-    tensor.readElements(0, 41, bytes.data());
-    tensor.readElements(41, rows * stride - 41, bytes.data() + 41);
+    tensor.readElements(0, 121, bytes.data());
+    tensor.readElements(121, rows * stride - 121, bytes.data() + 121);
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t *c = &expected[size_t(r * cols)];
       for (int64_t b = 0; b < cols / 2; ++b)
         EXPECT_EQ(bytes[size_t(r * stride + b)],
                   float((c[2 * b] & 15) | (c[2 * b + 1] & 15) << 4))
             << origin << " row " << r << " nibble byte " << b;
+      // Top bits: block 0 (codes 0-127) in bytes 0-31, byte i holding
+      // codes 2i, 2i+1, 64+2i, 65+2i; block 1 (codes 128-191) in bytes
+      // 32-47, byte 32+i holding codes 128+2i, 129+2i, 160+2i, 161+2i.
       for (int64_t b = 0; b < cols / 4; ++b) {
+        const int64_t base = b < 32 ? 2 * b : 128 + 2 * (b - 32);
+        const int64_t half = b < 32 ? 64 : 32;
+        const int64_t four[] = {base, base + 1, base + half, base + half + 1};
         int high = 0;
         for (int i = 0; i < 4; ++i)
-          high |= (c[4 * b + i] >> 4) << (2 * i);
+          high |= (c[four[i]] >> 4) << (2 * i);
         EXPECT_EQ(bytes[size_t(r * stride + cols / 2 + b)], float(high))
             << origin << " row " << r << " top-bits byte " << b;
       }

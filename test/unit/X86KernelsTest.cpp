@@ -22,6 +22,8 @@
 //   avx512bf16_fma, avx512bf16_dot: its bf16 prefill tiles on f32 FMAs and
 //               on vdpbf16ps, both on every CPU with AVX512_BF16 (the
 //               kernel takes the one its CPU runs faster)
+// and the 6-bit kernels of int8_linear.c (w6a8, w6a16 with bf16 and f16
+// inputs), from the file and from its copy without GFNI.
 // A CPU without a set's features prints [SKIP] and its cases are reported
 // as skipped.
 //
@@ -68,6 +70,16 @@ SPARK_INT8_KERNEL(spark_nogfni_linear_w8a8)
 SPARK_INT8_KERNEL(spark_nogfni_linear_w4a8)
 SPARK_W4_KERNEL(spark_nogfni_linear_w4a16_xbf16)
 SPARK_W4_KERNEL(spark_nogfni_linear_w4a16_xf16)
+// 6-bit codes (int8_linear.c, and its copy in X86NoGfni.c)
+#define SPARK_W6A8_KERNEL(name)                                                \
+  int name(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,            \
+           halide_buffer_t *, float, halide_buffer_t *);
+SPARK_W6A8_KERNEL(spark_vnni_linear_w6a8)
+SPARK_W6A8_KERNEL(spark_nogfni_linear_w6a8)
+SPARK_W4_KERNEL(spark_vnni_linear_w6a16_xbf16)
+SPARK_W4_KERNEL(spark_vnni_linear_w6a16_xf16)
+SPARK_W4_KERNEL(spark_nogfni_linear_w6a16_xbf16)
+SPARK_W4_KERNEL(spark_nogfni_linear_w6a16_xf16)
 int spark_bf16_linear(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
 int spark_bf16_linear_tiles(halide_buffer_t *, halide_buffer_t *,
                             halide_buffer_t *, int dot_products);
@@ -693,6 +705,179 @@ TEST(X86Inputs, Avx2PreparationIsTheScalarOne) {
   }
   EXPECT_EQ(spark_test_avx2_inputs_mismatches(20261202u, 150), 0);
 }
+
+/// The 6-bit kernels of one copy of int8_linear.c.
+using W6A8Kernel = int (*)(halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *, halide_buffer_t *, float,
+                           halide_buffer_t *);
+struct SixBitSet {
+  const char *name;
+  W6A8Kernel w6a8;
+  W4Kernel w6a16[2]; // bf16, f16 inputs
+};
+const SixBitSet kSixBitVnni = {
+    "avx512vnni",
+    spark_vnni_linear_w6a8,
+    {spark_vnni_linear_w6a16_xbf16, spark_vnni_linear_w6a16_xf16}};
+const SixBitSet kSixBitNoGfni = {
+    "avx512vnni_nogfni",
+    spark_nogfni_linear_w6a8,
+    {spark_nogfni_linear_w6a16_xbf16, spark_nogfni_linear_w6a16_xf16}};
+
+/// (set, tokens)
+class SixBitKernels
+    : public ::testing::TestWithParam<std::tuple<const SixBitSet *, int>> {};
+
+/// Random 6-bit codes [N][K] in rows as docs/pack-format.md lays them out:
+/// K/2 bytes of low nibbles (two a byte, low nibble first), then per block of
+/// 128 codes 32 bytes of top bits, byte i holding those of the block's codes
+/// 2i, 2i+1, 64+2i and 65+2i in bits 0-1, 2-3, 4-5 and 6-7; rows `Stride`
+/// bytes apart. f16 scales and zero points per group of 128.
+struct SixBit {
+  static constexpr int Stride = K / 2 + K / 4 + 64, Groups = K / 128;
+  std::vector<int> code;
+  std::vector<uint8_t> rows;
+  std::vector<uint16_t> scales, zeros;
+  explicit SixBit(std::mt19937 &rng)
+      : code(size_t(N) * K), rows(size_t(N) * Stride, 0xA5),
+        scales(size_t(N) * Groups), zeros(scales.size()) {
+    std::uniform_int_distribution<int> six(0, 63);
+    for (int &v : code)
+      v = six(rng);
+    for (int n = 0; n < N; ++n) {
+      const int *c = &code[size_t(n) * K];
+      uint8_t *row = &rows[size_t(n) * Stride];
+      for (int j = 0; j < K / 2; ++j)
+        row[j] = uint8_t((c[2 * j] & 15) | (c[2 * j + 1] & 15) << 4);
+      for (int b = 0; b < K / 128; ++b)
+        for (int i = 0; i < 32; ++i) {
+          const int *block = c + 128 * b;
+          row[K / 2 + 32 * b + i] = uint8_t(
+              (block[2 * i] >> 4) | (block[2 * i + 1] >> 4) << 2 |
+              (block[64 + 2 * i] >> 4) << 4 | (block[65 + 2 * i] >> 4) << 6);
+        }
+    }
+    for (size_t i = 0; i < scales.size(); ++i) {
+      scales[i] = floatToHalf(0.002f + 0.0003f * float(i % 41));
+      zeros[i] = floatToHalf(float(i % 64) - 0.25f);
+    }
+  }
+};
+
+TEST_P(SixBitKernels, W6A8AndW6A16) {
+  if (!cpuHasAvx512Vnni()) {
+    std::printf("[SKIP] this CPU has no AVX512F, AVX512BW and AVX512_VNNI\n");
+    GTEST_SKIP();
+  }
+  const SixBitSet &set = *std::get<0>(GetParam());
+  Case c(std::get<1>(GetParam()));
+  const SixBit weights(c.rng);
+  const int Groups = SixBit::Groups;
+  auto scaleOf = [&](int n, int k) {
+    return double(halfToFloat(weights.scales[size_t(n) * Groups + k / 128]));
+  };
+  auto zeroOf = [&](int n, int k) {
+    return double(halfToFloat(weights.zeros[size_t(n) * Groups + k / 128]));
+  };
+  // All N rows (a task of 64 and a partial one), and N - 1.
+  for (const int Rows : {N, N - 1}) {
+    SCOPED_TRACE("rows " + std::to_string(Rows));
+    Buffer x(c.x.data(), halide_type_float, 32, K, c.T, XStride);
+    Buffer wb(const_cast<uint8_t *>(weights.rows.data()), halide_type_uint, 8,
+              K / 2 + K / 4, Rows, SixBit::Stride);
+    Buffer sb(const_cast<uint16_t *>(weights.scales.data()), halide_type_float,
+              16, Groups, Rows, Groups);
+    Buffer zb(const_cast<uint16_t *>(weights.zeros.data()), halide_type_float,
+              16, Groups, Rows, Groups);
+    // w6a8: int8 codes of each token (its own scale, and a static one).
+    for (float fixed : {0.0f, 0.05f}) {
+      SCOPED_TRACE("w6a8, input scale " + std::to_string(fixed));
+      std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
+      for (int t = 0; t < c.T; ++t) {
+        float xs;
+        std::vector<int> q = codes(c, t, fixed, xs);
+        for (int n = 0; n < Rows; ++n) {
+          double sum = 0, mag = 0;
+          for (int k = 0; k < K; ++k) {
+            const double s = scaleOf(n, k), z = zeroOf(n, k);
+            sum += (weights.code[size_t(n) * K + k] - z) * s * q[k];
+            mag += (weights.code[size_t(n) * K + k] + std::fabs(z)) * s *
+                   std::fabs(q[k]);
+          }
+          want[size_t(t) * N + n] = sum * xs;
+          magnitude[size_t(t) * N + n] = mag * xs;
+        }
+      }
+      std::vector<float> out = c.out();
+      Buffer ob(out.data(), halide_type_float, 32, Rows, c.T, OutStride);
+      ASSERT_EQ(set.w6a8(&x.b, &wb.b, &sb.b, &zb.b, fixed, &ob.b), 0);
+      expectClose(c, out, want, magnitude, Rows);
+    }
+    // w6a16: the inputs rounded to bf16, then to f16.
+    for (int type : {1, 2}) {
+      SCOPED_TRACE(type == 1 ? "w6a16, bf16 inputs" : "w6a16, f16 inputs");
+      std::vector<double> want(size_t(c.T) * N), magnitude(want.size());
+      for (int t = 0; t < c.T; ++t)
+        for (int n = 0; n < Rows; ++n) {
+          double sum = 0, mag = 0;
+          for (int k = 0; k < K; ++k) {
+            const double s = scaleOf(n, k), z = zeroOf(n, k);
+            const double in = rounded(c.in(t, k), type);
+            sum += (weights.code[size_t(n) * K + k] - z) * s * in;
+            mag += (weights.code[size_t(n) * K + k] + std::fabs(z)) * s *
+                   std::fabs(in);
+          }
+          want[size_t(t) * N + n] = sum;
+          magnitude[size_t(t) * N + n] = mag;
+        }
+      std::vector<float> out = c.out();
+      Buffer ob(out.data(), halide_type_float, 32, Rows, c.T, OutStride);
+      ASSERT_EQ(set.w6a16[type - 1](&x.b, &wb.b, &sb.b, &zb.b, &ob.b), 0);
+      expectClose(c, out, want, magnitude, Rows);
+    }
+  }
+}
+
+// A 6-bit kernel refuses what it cannot read: K not a multiple of 128, rows
+// of another length, zero points of another shape.
+TEST(SixBitKernelsShapes, RefusesOtherShapes) {
+  if (!cpuHasAvx512Vnni()) {
+    std::printf("[SKIP] this CPU has no AVX512F, AVX512BW and AVX512_VNNI\n");
+    GTEST_SKIP();
+  }
+  const int k = 192, groups = 6; // groups of 32: not the kernels' 128
+  std::vector<float> x(k, 1.0f), out(4, 0.0f);
+  std::vector<uint8_t> w(4 * (k / 2 + k / 4), 0);
+  std::vector<uint16_t> sides(4 * groups, 0);
+  Buffer xb(x.data(), halide_type_float, 32, k, 1, k);
+  Buffer wb(w.data(), halide_type_uint, 8, k / 2 + k / 4, 4, k / 2 + k / 4);
+  Buffer sb(sides.data(), halide_type_float, 16, groups, 4, groups);
+  Buffer ob(out.data(), halide_type_float, 32, 4, 1, 4);
+  EXPECT_NE(spark_vnni_linear_w6a8(&xb.b, &wb.b, &sb.b, &sb.b, 0.0f, &ob.b), 0);
+  EXPECT_NE(spark_vnni_linear_w6a16_xbf16(&xb.b, &wb.b, &sb.b, &sb.b, &ob.b),
+            0);
+  // K = 256 with rows of 4-bit length
+  std::vector<float> x2(256, 1.0f);
+  std::vector<uint8_t> w2(4 * 128, 0);
+  std::vector<uint16_t> s2(4 * 2, 0);
+  Buffer x2b(x2.data(), halide_type_float, 32, 256, 1, 256);
+  Buffer w2b(w2.data(), halide_type_uint, 8, 128, 4, 128);
+  Buffer s2b(s2.data(), halide_type_float, 16, 2, 4, 2);
+  EXPECT_NE(spark_vnni_linear_w6a8(&x2b.b, &w2b.b, &s2b.b, &s2b.b, 0.0f, &ob.b),
+            0);
+  EXPECT_NE(spark_vnni_linear_w6a16_xf16(&x2b.b, &w2b.b, &s2b.b, &s2b.b, &ob.b),
+            0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    X86, SixBitKernels,
+    ::testing::Combine(::testing::Values(&kSixBitVnni, &kSixBitNoGfni),
+                       kTokens),
+    [](const ::testing::TestParamInfo<std::tuple<const SixBitSet *, int>>
+           &info) {
+      return std::string(std::get<0>(info.param)->name) + "_" +
+             std::to_string(std::get<1>(info.param)) + "tokens";
+    });
 
 INSTANTIATE_TEST_SUITE_P(
     X86, Int8Kernels,

@@ -9,4 +9,7 @@
 #define spark_vnni_linear_w4a8 spark_nogfni_linear_w4a8
 #define spark_vnni_linear_w4a16_xbf16 spark_nogfni_linear_w4a16_xbf16
 #define spark_vnni_linear_w4a16_xf16 spark_nogfni_linear_w4a16_xf16
+#define spark_vnni_linear_w6a8 spark_nogfni_linear_w6a8
+#define spark_vnni_linear_w6a16_xbf16 spark_nogfni_linear_w6a16_xbf16
+#define spark_vnni_linear_w6a16_xf16 spark_nogfni_linear_w6a16_xf16
 #include "int8_linear.c"

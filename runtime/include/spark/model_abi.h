@@ -46,10 +46,27 @@ static inline int64_t spark_grouped_row_bytes(int64_t in, int64_t group,
 }
 
 /* Bytes of one row of `in` 6-bit codes (row-major layout): in/2 bytes of
- * their low nibbles, two a byte, then in/4 bytes of their top two bits, four
- * a byte, the first code's in bits 0-1. */
+ * their low nibbles, two a byte, low nibble first (as 4-bit codes), then
+ * in/4 bytes of their top two bits (spark_six_bit_top). */
 static inline int64_t spark_six_bit_row_bytes(int64_t in) {
   return in / 2 + in / 4;
+}
+
+/* Where the top two bits of code k of a row of `in` 6-bit codes lie: byte
+ * *byte of the row (from its start) at bits *shift..*shift+1. The tops come
+ * in blocks of 128 codes (the last block may be shorter: in - 128 b codes,
+ * a multiple of 4), 32 bytes a block (fewer for a shorter one): with h half
+ * the block's codes, byte i of block b holds codes 2i and 2i+1 of the block
+ * in bits 0-1 and 2-3, codes h+2i and h+2i+1 in bits 4-5 and 6-7. So the
+ * byte of a block's first 64 nibble bytes' tops is the same i for nibble
+ * bytes i and i+32: a vector kernel broadcasts the block's 32 bytes to both
+ * halves of a 64-byte register and takes each half's bits in place. */
+static inline void spark_six_bit_top(int64_t in, int64_t k, int64_t *byte,
+                                     int *shift) {
+  const int64_t b = k / 128, c = k % 128;
+  const int64_t left = in - 128 * b, h = (left < 128 ? left : 128) / 2;
+  *byte = in / 2 + 32 * b + (c % h) / 2;
+  *shift = (int)(2 * (c % 2) + 4 * (c / h));
 }
 
 typedef enum spark_cache_layout {

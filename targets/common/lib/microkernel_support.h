@@ -63,6 +63,27 @@ static inline int spark_grouped_rows_fit(const halide_buffer_t *x,
           (zeros->dim[0].extent == groups && zeros->dim[1].stride == s_stride));
 }
 
+/* Whether x, 6-bit weights w (rows of K/2 + K/4 bytes as
+ * spark_six_bit_row_bytes in model_abi.h counts them, any stride), their f16
+ * scales and zero points (dense [N][K / group], one stride) and out fit a 6-bit
+ * microkernel: K a multiple of 128 (whole blocks of top bits,
+ * spark_six_bit_top), groups of `group`. */
+static inline int spark_six_bit_rows_fit(const halide_buffer_t *x,
+                                         const halide_buffer_t *w,
+                                         const halide_buffer_t *scales,
+                                         const halide_buffer_t *zeros,
+                                         const halide_buffer_t *out,
+                                         int group) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  const int groups = K / group;
+  return K % 128 == 0 && K % group == 0 && w->dim[0].extent == K / 2 + K / 4 &&
+         w->dim[1].stride >= w->dim[0].extent && out->dim[0].extent == N &&
+         out->dim[1].extent == T && scales->dim[0].extent == groups &&
+         zeros->dim[0].extent == groups &&
+         zeros->dim[1].stride == scales->dim[1].stride &&
+         scales->dim[1].stride >= groups;
+}
+
 /* Writes the K codes of x with `scale` (> 0: a static, calibrated scale), or
  * else with the row's own, max |x| / 127; returns the scale used. */
 static inline float spark_quantize_row(const float *x, int K, float scale,

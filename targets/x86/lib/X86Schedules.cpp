@@ -195,7 +195,28 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
       "avx512_attention.c",
       {"-mavx512f", "-mavx2", "-mfma", "-mf16c"},
       attentionArguments};
-  // 6-bit codes (a wider grid for the head): Halide's kernels, every variant.
+  // 6-bit codes (a wider grid for the head) in groups of 128, int8 inputs
+  // (w4a8 builds) or bf16 / f16 ones as int16 (w4a16): int8_linear.c's
+  // rows, each group's 64 nibble bytes and 32 bytes of top bits unpacked
+  // into two vectors of 6-bit codes for vpdpbusd. The rest (the avx2
+  // variant, f32 inputs, other groups): Halide's kernels.
+  static const Microkernel vnniW6A8 = {"spark_vnni_linear_w6a8",
+                                       "int8_linear.c", vnniFlags};
+  static const Microkernel vnniW6A16[] = {
+      {"spark_vnni_linear_w6a16_xbf16", "int8_linear.c", vnniFlags},
+      {"spark_vnni_linear_w6a16_xf16", "int8_linear.c", vnniFlags}};
+  if (spec.group && spec.codeBits == 6) {
+    if (variant.avx2Linear || !(variant.int8Dot || variant.bf16Dot) ||
+        spec.kind != KernelKind::Linear || spec.group != SPARK_MK_GROUP ||
+        spec.in % 128 != 0 || spec.symmetricGroups)
+      return nullptr;
+    if (spec.inputBits == 8 && !spec.inputBlock && variant.int8Dot)
+      return &vnniW6A8;
+    if (!spec.inputBits &&
+        (spec.inputType == DType::BF16 || spec.inputType == DType::F16))
+      return &vnniW6A16[spec.inputType == DType::F16];
+    return nullptr;
+  }
   if (spec.group && spec.codeBits != 4)
     return nullptr;
   // The avx2 variant runs on CPUs without AVX-512: none of the kernels

@@ -6,6 +6,10 @@
  *   w4a8: (x f32 [K, T], w u8 [K/2, N] two 4-bit codes a byte, low nibble
  *          first, scales f16 [K/128, N], out f32 [N, T])
  *   w4a16: as w4a8, plus zeros f16 [K/128, N]
+ *   w6a8, w6a16: 6-bit codes, w u8 [3K/4, N] (each row's K/2 bytes of low
+ *          nibbles, then K/4 of top bits, spark_six_bit_top in
+ *          model_abi.h), scales and zeros f16 [K/128, N] (w6a8 takes the
+ *          input scale as w4a8 does, after the zeros)
  * Each call quantizes every input row to symmetric int8 codes with its own
  * scale, max |x| / 127 (round to nearest even, as the Halide kernels do), or
  * (w4a16) to int16 multiples of a power of two per group, then every
@@ -16,6 +20,8 @@
  *         bytes; prefill: each row's sum once per task).
  *   w4a8: the weight codes 0..15 are the unsigned side; the -8 of
  *         (code - 8) * scale comes off as 8 * the group's sum of input codes.
+ *   w6a8: the same with codes 0..63 and each group's zero point for the 8.
+ *   w6a16: w4a16's products with codes 0..63 (six_bit_codes).
  * Each task takes a block of rows. One token (decode) reads them one row at
  * a time (w8a8, w4a8, and w4a16 on Intel cores) or, w4a16 on AMD cores, 4
  * rows at a time (its four vpdpbusd per 64 weight bytes need four 64-byte
@@ -729,6 +735,152 @@ static int w4a8_task(void *user_context, int task, uint8_t *closure) {
   return 0;
 }
 
+/* ---- 6-bit codes (spark_six_bit_top in model_abi.h) ------------------ */
+
+/* The 64 even-index and the 64 odd-index codes of group g (128 codes) of a
+ * 6-bit row of K codes, as bytes 0..63 in the lanes where the group's 4-bit
+ * codes would be: its 64 nibble bytes, plus 16 x the top two bits from the
+ * group's 32 bytes of them, loaded into both halves of a vector. A byte of
+ * the first half keeps its nibble byte's tops in bits 0-3 (even, odd), of
+ * the second half in bits 4-7; a rotate of each 32-bit lane (by 4 or 0 for
+ * the even codes, 2 or 30 for the odd ones) brings them to bits 4-5, and one
+ * vpternlogd puts them beside the nibble: four instructions more than a
+ * 4-bit group for 32 bytes more. `ahead`: request the lines that far ahead
+ * into L2 (the tops' line with every other group), 0 none. */
+static inline __attribute__((always_inline)) void
+six_bit_codes(const uint8_t *row, int K, int g, int ahead, __m512i *even,
+              __m512i *odd, const int gfni) {
+  const uint8_t *line = row + (size_t)g * (kGroup / 2);
+  const uint8_t *tops = row + K / 2 + (size_t)g * (kGroup / 4);
+  if (ahead) {
+    prefetch_row_line(line, ahead);
+    if (g % 2 == 0)
+      prefetch_row_line(tops, ahead);
+  }
+  const __m512i bytes = _mm512_loadu_si512(line);
+  const __m512i both =
+      _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)tops));
+  const __m512i top_even = _mm512_rolv_epi32(
+      both, _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4));
+  const __m512i top_odd =
+      _mm512_rolv_epi32(both, _mm512_set_epi32(30, 30, 30, 30, 30, 30, 30, 30,
+                                               2, 2, 2, 2, 2, 2, 2, 2));
+  const __m512i bits45 = _mm512_set1_epi8(0x30);
+  /* a | (b & c) */
+  *even = _mm512_ternarylogic_epi32(
+      _mm512_and_si512(bytes, _mm512_set1_epi8(0x0f)), top_even, bits45, 0xf8);
+  *odd = _mm512_ternarylogic_epi32(high_nibbles(bytes, gfni), top_odd, bits45,
+                                   0xf8);
+}
+
+/* A 6-bit row's f16 scales (or zero points), requested into L2 as far
+ * ahead as its code lines: 2 bytes per 96 code bytes. */
+static inline void prefetch_six_bit_sides(const uint16_t *row_sides,
+                                          int ahead) {
+  spark_prefetch_l2_ahead(row_sides, ahead / 48);
+}
+
+/* acc after group g of a w6a8 row: its 64 even- and 64 odd-index codes
+ * against the group's input codes (the w4a8 order), times its scale. */
+static inline __attribute__((always_inline)) __m512
+w6a8_group(const uint8_t *row, int K, int g, const uint8_t *codes, int ahead,
+           const float *scale, __m512 acc, const int gfni) {
+  __m512i even, odd;
+  six_bit_codes(row, K, g, ahead, &even, &odd, gfni);
+  __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even,
+                                    _mm512_load_si512(codes));
+  dot = _mm512_dpbusd_epi32(dot, odd, _mm512_load_si512(codes + 64));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(*scale), acc);
+}
+
+/* Row n against token t (w6a8: 6-bit asymmetric groups, int8 inputs), as a
+ * vector whose lane sum is the row's output before the token's scale: as
+ * w4a8_row, with each group's zero point in place of 8 (`sums`: each
+ * group's sum of input codes, groups + 16 floats). */
+static inline __attribute__((always_inline)) __m512
+w6a8_row(const int8_job *job, int n, int t, const float *sums, int ahead,
+         const int gfni) {
+  const int K = job->K, groups = K / kGroup;
+  const uint8_t *row = job->w4 + (size_t)n * job->w_stride;
+  const uint16_t *scales = job->group_scales + (size_t)n * job->s_stride;
+  const uint16_t *zeros = job->group_zeros + (size_t)n * job->s_stride;
+  const uint8_t *codes = job->codes + (size_t)t * K;
+  if (ahead) {
+    prefetch_six_bit_sides(scales, ahead);
+    prefetch_six_bit_sides(zeros, ahead);
+  }
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  for (int g0 = 0; g0 < groups; g0 += 16) {
+    const int count = groups - g0 < 16 ? groups - g0 : 16;
+    const __mmask16 mask = (__mmask16)((1u << count) - 1u);
+    const __m512 scale = _mm512_cvtph_ps(_mm512_castsi512_si256(
+        _mm512_maskz_loadu_epi16((__mmask32)mask, scales + g0)));
+    const __m512 zero = _mm512_cvtph_ps(_mm512_castsi512_si256(
+        _mm512_maskz_loadu_epi16((__mmask32)mask, zeros + g0)));
+    acc3 = _mm512_fnmadd_ps(_mm512_mul_ps(scale, zero),
+                            _mm512_maskz_loadu_ps(mask, sums + g0), acc3);
+    float scales16[16];
+    _mm512_storeu_ps(scales16, scale);
+    int i = 0;
+    for (; i + 3 <= count; i += 3) {
+      acc0 = w6a8_group(row, K, g0 + i, codes + (size_t)(g0 + i) * kGroup,
+                        ahead, scales16 + i, acc0, gfni);
+      acc1 =
+          w6a8_group(row, K, g0 + i + 1, codes + (size_t)(g0 + i + 1) * kGroup,
+                     ahead, scales16 + i + 1, acc1, gfni);
+      acc2 =
+          w6a8_group(row, K, g0 + i + 2, codes + (size_t)(g0 + i + 2) * kGroup,
+                     ahead, scales16 + i + 2, acc2, gfni);
+    }
+    for (; i < count; ++i)
+      acc0 = w6a8_group(row, K, g0 + i, codes + (size_t)(g0 + i) * kGroup,
+                        ahead, scales16 + i, acc0, gfni);
+  }
+  return _mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3));
+}
+
+/* w6a8: one token reads its rows one at a time as one stream (the lane
+ * sums of 4 rows taken at once), each line requested `ahead` into L2; more
+ * tokens take each task's rows (at most 64 x 3K/4 bytes, from L2 after the
+ * first token) token by token. */
+static inline __attribute__((always_inline)) void
+w6a8_rows(const int8_job *job, int n0, int n1, int t, const float *sums,
+          int ahead, const int gfni) {
+  const float token_scale = job->token_scales[t];
+  float *out = job->out + (size_t)t * job->out_stride;
+  int n = n0;
+  for (; n + 4 <= n1; n += 4) {
+    const __m512 a = w6a8_row(job, n, t, sums, ahead, gfni),
+                 b = w6a8_row(job, n + 1, t, sums, ahead, gfni);
+    const __m512 c = w6a8_row(job, n + 2, t, sums, ahead, gfni),
+                 d = w6a8_row(job, n + 3, t, sums, ahead, gfni);
+    _mm_storeu_ps(out + n, _mm_mul_ps(spark_hsum4_ps(a, b, c, d),
+                                      _mm_set1_ps(token_scale)));
+  }
+  for (; n < n1; ++n)
+    out[n] = _mm512_reduce_add_ps(w6a8_row(job, n, t, sums, ahead, gfni)) *
+             token_scale;
+}
+
+static int w6a8_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  const int8_job *job = (const int8_job *)closure;
+  const int n0 = task * kRowsPerTask;
+  const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
+  const int groups = job->K / kGroup;
+  float *sums = (float *)__builtin_alloca(sizeof(float) * (groups + 16));
+  for (int t = 0; t < job->T; ++t) {
+    for (int g = 0; g < groups; ++g)
+      sums[g] = (float)job->group_sums[(size_t)t * groups + g];
+    const int ahead = job->T == 1 ? job->ahead : 0;
+    if (job->gfni)
+      w6a8_rows(job, n0, n1, t, sums, ahead, 1);
+    else
+      w6a8_rows(job, n0, n1, t, sums, ahead, 0);
+  }
+  return 0;
+}
+
 /* ---- w4a16: 4-bit codes, bf16 or f16 inputs as int16 ----------------- */
 
 /* acc after group g of a w4a16 row (`factor`: the group's scale times its
@@ -736,14 +888,19 @@ static int w4a8_task(void *user_context, int task, uint8_t *closure) {
  * bits, then the low bytes accumulated on top, exact in int32. */
 static inline __attribute__((always_inline)) __m512
 w4a16_group(const uint8_t *row, const uint8_t *bytes, int g, float factor,
-            int prefetch, __m512 acc) {
+            int prefetch, __m512 acc, const int K6, int ahead) {
   const __m512i low = _mm512_set1_epi8(0x0f);
   const uint8_t *line = row + (size_t)g * (kGroup / 2);
-  if (prefetch)
-    prefetch_line(line);
-  const __m512i w = _mm512_loadu_si512(line);
-  const __m512i even = _mm512_and_si512(w, low);
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
+  __m512i even, odd;
+  if (K6) {
+    six_bit_codes(row, K6, g, prefetch ? ahead : 0, &even, &odd, 0);
+  } else {
+    if (prefetch)
+      prefetch_line(line);
+    const __m512i w = _mm512_loadu_si512(line);
+    even = _mm512_and_si512(w, low);
+    odd = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
+  }
   /* low bytes of the even-index inputs, of the odd ones, high bytes of the
    * even ones, of the odd ones */
   const uint8_t *x = bytes + (size_t)g * (2 * kGroup);
@@ -756,7 +913,8 @@ w4a16_group(const uint8_t *row, const uint8_t *bytes, int g, float factor,
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(factor), acc);
 }
 
-/* Row n times token t (w4a16): the int16 inputs (spark_prepare_int16) split
+/* Row n times token t (w4a16; K6 = K: 6-bit codes, spark_six_bit_top, with
+ * dense scales and zero points): the int16 inputs (spark_prepare_int16) split
  * into their high bytes (signed), multiplied with the nibbles (unsigned),
  * and their low bytes (unsigned), multiplied with the nibbles (as signed
  * bytes 0..15): four vpdpbusd per 64 weight bytes into exact int32 sums,
@@ -765,12 +923,16 @@ w4a16_group(const uint8_t *row, const uint8_t *bytes, int g, float factor,
  * points come off as sum over groups of scale * zero * what the group's
  * int16 inputs stand for, 16 groups at a time. */
 static inline __attribute__((always_inline)) __m512
-w4a16_row_lanes(const int8_job *job, int n, int t, int prefetch) {
-  const int K = job->K, groups = K / kGroup;
+w4a16_row_lanes(const int8_job *job, int n, int t, int prefetch,
+                const int six) {
+  const int K = job->K, groups = K / kGroup, K6 = six ? K : 0;
   const uint8_t *row = job->w4 + (size_t)n * job->w_stride;
   const uint16_t *scales = job->group_scales + (size_t)n * job->s_stride;
   const uint16_t *zeros = job->group_zeros + (size_t)n * job->s_stride;
-  if (prefetch && job->w_stride == K / 2) {
+  if (prefetch && six) {
+    prefetch_six_bit_sides(scales, job->ahead);
+    prefetch_six_bit_sides(zeros, job->ahead);
+  } else if (prefetch && job->w_stride == K / 2) {
     prefetch_scales(scales);
     prefetch_scales(zeros);
   } else if (prefetch) {
@@ -793,36 +955,39 @@ w4a16_row_lanes(const int8_job *job, int n, int t, int prefetch) {
     const int g1 = g0 + 16 < groups ? g0 + 16 : groups;
     int g = g0;
     for (; g + 1 < g1; g += 2) {
-      acc0 = w4a16_group(row, bytes, g, factor[g - g0], prefetch, acc0);
-      acc1 = w4a16_group(row, bytes, g + 1, factor[g + 1 - g0], prefetch, acc1);
+      acc0 = w4a16_group(row, bytes, g, factor[g - g0], prefetch, acc0, K6,
+                         job->ahead);
+      acc1 = w4a16_group(row, bytes, g + 1, factor[g + 1 - g0], prefetch, acc1,
+                         K6, job->ahead);
     }
     if (g < g1)
-      acc0 = w4a16_group(row, bytes, g, factor[g - g0], prefetch, acc0);
+      acc0 = w4a16_group(row, bytes, g, factor[g - g0], prefetch, acc0, K6,
+                         job->ahead);
   }
   return _mm512_sub_ps(_mm512_add_ps(acc0, acc1), offset);
 }
 
 /* w4a16_row_lanes' lanes summed into the output of row n, token t. */
 static inline __attribute__((always_inline)) void
-w4a16_row(const int8_job *job, int n, int t, int prefetch) {
+w4a16_row(const int8_job *job, int n, int t, int prefetch, const int six) {
   job->out[(size_t)t * job->out_stride + n] =
-      _mm512_reduce_add_ps(w4a16_row_lanes(job, n, t, prefetch));
+      _mm512_reduce_add_ps(w4a16_row_lanes(job, n, t, prefetch, six));
 }
 
 /* One token against rows n0..n1-1 (w4a16 decode on Intel cores): one row
  * at a time, as one stream, the lane sums of 4 rows taken at once. */
 static inline __attribute__((always_inline)) void
-w4a16_rows(const int8_job *job, int n0, int n1) {
+w4a16_rows(const int8_job *job, int n0, int n1, const int six) {
   int n = n0;
   for (; n + 4 <= n1; n += 4) {
-    const __m512 a = w4a16_row_lanes(job, n, 0, 1),
-                 b = w4a16_row_lanes(job, n + 1, 0, 1);
-    const __m512 c = w4a16_row_lanes(job, n + 2, 0, 1),
-                 d = w4a16_row_lanes(job, n + 3, 0, 1);
+    const __m512 a = w4a16_row_lanes(job, n, 0, 1, six),
+                 b = w4a16_row_lanes(job, n + 1, 0, 1, six);
+    const __m512 c = w4a16_row_lanes(job, n + 2, 0, 1, six),
+                 d = w4a16_row_lanes(job, n + 3, 0, 1, six);
     _mm_storeu_ps(job->out + n, spark_hsum4_ps(a, b, c, d));
   }
   for (; n < n1; ++n)
-    w4a16_row(job, n, 0, 1);
+    w4a16_row(job, n, 0, 1, six);
 }
 
 /* w4a16: rows n..n+3 times tokens t0..t0+TB-1 (TB a constant after
@@ -942,14 +1107,14 @@ static int w4a16_task(void *user_context, int task, uint8_t *closure) {
   const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
   const int n4 = n0 + (n1 - n0) / kTileRows * kTileRows;
   if (job->T == 1 && job->rows) {
-    w4a16_rows(job, n0, n1);
+    w4a16_rows(job, n0, n1, 0);
     return 0;
   }
   if (job->T == 1) {
     for (int n = n0; n < n4; n += kTileRows)
       w4a16_tile(job, n, 0, 1);
     for (int n = n4; n < n1; ++n)
-      w4a16_row(job, n, 0, 1);
+      w4a16_row(job, n, 0, 1, 0);
     return 0;
   }
   for (int t0 = 0; t0 < job->T; t0 += kTileTokens16) {
@@ -971,7 +1136,25 @@ static int w4a16_task(void *user_context, int task, uint8_t *closure) {
   }
   for (int n = n4; n < n1; ++n) /* rows past the last whole tile */
     for (int t = 0; t < job->T; ++t)
-      w4a16_row(job, n, t, 0);
+      w4a16_row(job, n, t, 0, 0);
+  return 0;
+}
+
+/* w6a16 (6-bit codes, bf16 or f16 inputs as int16): one row at a time, as
+ * w4a16_rows, on every CPU; more tokens take each task's rows (at most 64
+ * x 3K/4 bytes, from L2 after the first token) token by token. */
+static int w6a16_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  const int8_job *job = (const int8_job *)closure;
+  const int n0 = task * kRowsPerTask;
+  const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
+  if (job->T == 1) {
+    w4a16_rows(job, n0, n1, 1);
+    return 0;
+  }
+  for (int t = 0; t < job->T; ++t)
+    for (int n = n0; n < n1; ++n)
+      w4a16_row(job, n, t, 0, 1);
   return 0;
 }
 
@@ -1036,6 +1219,50 @@ int spark_vnni_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
                                  halide_buffer_t *scales,
                                  halide_buffer_t *zeros, halide_buffer_t *out) {
   return w4a16(x, w, scales, zeros, out, kSparkF16Inputs);
+}
+
+static int w6a16(halide_buffer_t *x, halide_buffer_t *w,
+                 halide_buffer_t *scales, halide_buffer_t *zeros,
+                 halide_buffer_t *out, int rounding) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (!spark_six_bit_rows_fit(x, w, scales, zeros, out, kGroup))
+    return -1;
+  spark_int16_inputs in;
+  if (spark_prepare_int16_avx512(x, rounding, 1, &in) != 0)
+    return -1;
+  int8_job job = {.w4 = (const uint8_t *)w->host,
+                  .group_scales = (const uint16_t *)scales->host,
+                  .group_zeros = (const uint16_t *)zeros->host,
+                  .x16 = &in,
+                  .out = (float *)out->host,
+                  .K = K,
+                  .N = N,
+                  .T = T,
+                  .out_stride = out->dim[1].stride,
+                  .ahead = spark_prefetch_avx512_rows(),
+                  .w_stride = w->dim[1].stride,
+                  .s_stride = scales->dim[1].stride};
+  const int rc =
+      halide_do_par_for(NULL, w6a16_task, 0,
+                        (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
+  spark_free_int16(&in);
+  return rc;
+}
+
+/* w6a16 with bf16 (f16) inputs: as w4a16, with 6-bit codes (x f32 [K, T],
+ * w u8 [3K/4, N] as spark_six_bit_row_bytes lays them out, scales and zeros
+ * f16 [K/128, N], out f32 [N, T]). */
+int spark_vnni_linear_w6a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
+                                  halide_buffer_t *scales,
+                                  halide_buffer_t *zeros,
+                                  halide_buffer_t *out) {
+  return w6a16(x, w, scales, zeros, out, kSparkBF16Inputs);
+}
+
+int spark_vnni_linear_w6a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
+                                 halide_buffer_t *scales,
+                                 halide_buffer_t *zeros, halide_buffer_t *out) {
+  return w6a16(x, w, scales, zeros, out, kSparkF16Inputs);
 }
 
 /* Quantizes the inputs into the layout `task` reads, runs it over blocks of
@@ -1103,4 +1330,28 @@ int spark_vnni_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                   .w_stride = w->dim[1].stride,
                   .s_stride = scales->dim[1].stride};
   return run_int8(x, input_scale, &job, 1, w4a8_task);
+}
+
+/* w6a8: x f32 [K, T], w u8 [3K/4, N] (spark_six_bit_row_bytes), scales and
+ * zeros f16 [K/128, N], out f32 [N, T]; out = the token's input scale x sum
+ * over groups of scale * sum_k (code - zero) * input code. */
+int spark_vnni_linear_w6a8(halide_buffer_t *x, halide_buffer_t *w,
+                           halide_buffer_t *scales, halide_buffer_t *zeros,
+                           float input_scale, halide_buffer_t *out) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (!spark_six_bit_rows_fit(x, w, scales, zeros, out, kGroup))
+    return -1;
+  int8_job job = {.w4 = (const uint8_t *)w->host,
+                  .group_scales = (const uint16_t *)scales->host,
+                  .group_zeros = (const uint16_t *)zeros->host,
+                  .out = (float *)out->host,
+                  .K = K,
+                  .N = N,
+                  .T = T,
+                  .out_stride = out->dim[1].stride,
+                  .ahead = spark_prefetch_avx512_rows(),
+                  .gfni = cpu_gfni(),
+                  .w_stride = w->dim[1].stride,
+                  .s_stride = scales->dim[1].stride};
+  return run_int8(x, input_scale, &job, 1, w6a8_task);
 }

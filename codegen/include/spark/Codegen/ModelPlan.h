@@ -91,7 +91,7 @@ struct PackTensor {
   /// the logical row length K, the group size and each group's scale and
   /// zero point ([N][K / group]); readElements() gives the packed bytes.
   /// 6-bit (codeBits 6; shape [N, 3K/4]): each row's codes' low nibbles as
-  /// 4-bit ones, then their top two bits, four a byte, lowest bits first.
+  /// 4-bit ones, then their top two bits, four a byte (spark_six_bit_top).
   int64_t codeCols = 0, group = 0;
   int codeBits = 4;
   std::vector<float> groupScales, groupZeros;
