@@ -54,6 +54,12 @@ int spark_vnni_linear_w4a16_xbf16(halide_buffer_t *, halide_buffer_t *,
                                   halide_buffer_t *);
 int spark_bf16_linear_w8a16(halide_buffer_t *, halide_buffer_t *,
                             halide_buffer_t *, halide_buffer_t *);
+int spark_vnni_linear_w6a8(halide_buffer_t *, halide_buffer_t *,
+                           halide_buffer_t *, halide_buffer_t *, float,
+                           halide_buffer_t *);
+int spark_vnni_linear_w6a16_xbf16(halide_buffer_t *, halide_buffer_t *,
+                                  halide_buffer_t *, halide_buffer_t *,
+                                  halide_buffer_t *);
 int spark_avx2_attention(halide_buffer_t *, halide_buffer_t *,
                          halide_buffer_t *, halide_buffer_t *,
                          halide_buffer_t *, halide_buffer_t *, int32_t, int32_t,
@@ -103,7 +109,8 @@ const char *const kUsage =
     "  --pool-mib: MiB of distinct matrix copies read from memory (and of "
     "the\n"
     "              stream's buffer); at least 64\n"
-    "  --scheme none: no matrix rows\n"
+    "  --scheme: also w6a16, w6a8 (6-bit rows, the int6 recipe's, with the\n"
+    "              inputs of w4a16 and w4a8 builds); none: no matrix rows\n"
     "  --attention-depths: cached positions of the full layers' decode "
     "attention\n"
     "              rows (after one row for the sliding layers' full ring); "
@@ -198,7 +205,7 @@ double streamOnce(const uint8_t *base, size_t bytes, int threads) {
          seconds / 1e9;
 }
 
-enum class Scheme { W4A16, W4A8, W8A16, W8A8 };
+enum class Scheme { W4A16, W4A8, W8A16, W8A8, W6A16, W6A8 };
 
 struct SchemeInfo {
   const char *name;
@@ -207,9 +214,19 @@ struct SchemeInfo {
 const SchemeInfo kSchemes[] = {{"w4a16", Scheme::W4A16},
                                {"w4a8", Scheme::W4A8},
                                {"w8a16", Scheme::W8A16},
-                               {"w8a8", Scheme::W8A8}};
+                               {"w8a8", Scheme::W8A8},
+                               {"w6a16", Scheme::W6A16},
+                               {"w6a8", Scheme::W6A8}};
 
 bool fourBit(Scheme s) { return s == Scheme::W4A16 || s == Scheme::W4A8; }
+bool sixBit(Scheme s) { return s == Scheme::W6A16 || s == Scheme::W6A8; }
+
+/// Bytes of a row's codes (4-bit: of a grouped row, with its scales).
+size_t codeRowBytes(Scheme s, int K) {
+  return fourBit(s)  ? size_t(spark_grouped_row_bytes(K, 128, s == Scheme::W4A8))
+         : sixBit(s) ? size_t(K / 2 + K / 4)
+                     : size_t(K);
+}
 
 /// The variant a model library takes on this CPU (X86Schedules.cpp) for
 /// decode products.
@@ -246,9 +263,10 @@ const char *variantName(Variant v) {
 }
 
 /// Whether the variant has a hand-written decode kernel for the scheme (the
-/// avx512vnni variant runs w8a16 on Halide's).
+/// avx512vnni variant runs w8a16 on Halide's, the avx2 one 6-bit rows).
 bool hasKernel(Variant v, Scheme s) {
-  return !(v == Variant::Avx512Vnni && s == Scheme::W8A16);
+  return !(v == Variant::Avx512Vnni && s == Scheme::W8A16) &&
+         !(v == Variant::Avx2 && sixBit(s));
 }
 
 /// One matrix of the 1.7b's decode step, in the order a layer calls them
@@ -267,7 +285,8 @@ const Shape kShapes[] = {{"qkv", 2048, 3072},
 /// One kernel at one shape: the matrix copies and a call. Copies of one
 /// matrix of the 1.7b, each laid out as an x86 weight pack lays out a matrix
 /// (4-bit: grouped rows, each row's codes, then its f16 group scales and
-/// zero points; 8-bit: the f32 row scales, then the codes; each 4 KiB
+/// zero points; 8-bit: the f32 row scales, then the codes; 6-bit: the f16
+/// group scales, the zero points, then the rows of codes; each 4 KiB
 /// aligned), one after the other, so that the calls read every byte from
 /// memory and what a kernel prefetches past its rows is the next matrix's,
 /// as in a model's step.
@@ -276,12 +295,11 @@ public:
   KernelCase(Scheme scheme, Variant variant, const Shape &shape,
              size_t poolBytes)
       : scheme(scheme), variant(variant), K(shape.K), N(shape.N),
-        rowBytes(fourBit(scheme) ? size_t(spark_grouped_row_bytes(
-                                       K, 128, scheme == Scheme::W4A8))
-                                 : 0),
-        codeBytes(fourBit(scheme) ? size_t(N) * rowBytes : size_t(N) * K),
-        sideBytes(fourBit(scheme) ? 0 : size_t(N) * 4),
-        sides(fourBit(scheme) ? 0 : 1),
+        rowBytes(codeRowBytes(scheme, K)), codeBytes(size_t(N) * rowBytes),
+        sideBytes(fourBit(scheme)  ? 0
+                  : sixBit(scheme) ? size_t(N) * (K / 128) * 2
+                                   : size_t(N) * 4),
+        sides(fourBit(scheme) ? 0 : sixBit(scheme) ? 2 : 1),
         slotBytes(aligned(sideBytes) * size_t(sides) + aligned(codeBytes)),
         copies(int(std::max<size_t>(1, poolBytes / slotBytes))),
         pool(slotBytes * size_t(copies)), x(size_t(K)), out(size_t(N)) {
@@ -293,7 +311,8 @@ public:
       uint8_t *w = codes(c);
       for (size_t i = 0; i < codeBytes; ++i) {
         state = state * 1664525u + 1013904223u;
-        w[i] = uint8_t(state >> 24) & (fourBit(scheme) ? 0xff : 0x7f);
+        w[i] = uint8_t(state >> 24) &
+               (fourBit(scheme) || sixBit(scheme) ? 0xff : 0x7f);
       }
       // Scales and zero points: small positive f16 after each row's codes.
       for (size_t row = 0; fourBit(scheme) && row < size_t(N); ++row) {
@@ -301,7 +320,14 @@ public:
         for (size_t i = 0; i < (rowBytes - K / 2) / 2; ++i)
           h[i] = uint16_t(0x2000 + (row + i) % 97);
       }
-      if (!fourBit(scheme)) {
+      // 6-bit: small positive f16 scales and zero points.
+      for (int side = 0; sixBit(scheme) && side < 2; ++side) {
+        uint16_t *h =
+            reinterpret_cast<uint16_t *>(slot(c) + aligned(sideBytes) * side);
+        for (size_t i = 0; i < sideBytes / 2; ++i)
+          h[i] = uint16_t(0x2000 + i % 97);
+      }
+      if (!fourBit(scheme) && !sixBit(scheme)) {
         float *f = reinterpret_cast<float *>(slot(c));
         for (size_t i = 0; i < sideBytes / 4; ++i)
           f[i] = 0.001f;
@@ -323,6 +349,10 @@ public:
       return v ? "spark_bf16_linear_w8a16" : "spark_avx2_linear_w8a16_xbf16";
     case Scheme::W8A8:
       return v ? "spark_vnni_linear_w8a8" : "spark_avx2_linear_w8a8";
+    case Scheme::W6A16:
+      return "spark_vnni_linear_w6a16_xbf16";
+    case Scheme::W6A8:
+      return "spark_vnni_linear_w6a8";
     }
     return "";
   }
@@ -344,6 +374,11 @@ public:
       gb.d[1].stride = zb.d[1].stride = int(rowBytes / 2);
     }
     Buffer rb(slot(c), halide_type_float, 32, N);
+    // 6-bit: dense rows, the scales and zero points tensors of their own.
+    Buffer sixRows(codes(c), halide_type_uint, 8, int(rowBytes), N);
+    Buffer sixScales(slot(c), halide_type_float, 16, K / 128, N);
+    Buffer sixZeros(slot(c) + aligned(sideBytes), halide_type_float, 16,
+                    K / 128, N);
     bool v = variant != Variant::Avx2;
     switch (scheme) {
     case Scheme::W4A16:
@@ -360,6 +395,12 @@ public:
     case Scheme::W8A8:
       return v ? spark_vnni_linear_w8a8(&xb.b, &wb.b, &rb.b, 0.0f, &ob.b)
                : spark_avx2_linear_w8a8(&xb.b, &wb.b, &rb.b, 0.0f, &ob.b);
+    case Scheme::W6A16:
+      return spark_vnni_linear_w6a16_xbf16(&xb.b, &sixRows.b, &sixScales.b,
+                                           &sixZeros.b, &ob.b);
+    case Scheme::W6A8:
+      return spark_vnni_linear_w6a8(&xb.b, &sixRows.b, &sixScales.b,
+                                    &sixZeros.b, 0.0f, &ob.b);
     }
     return -1;
   }
@@ -374,9 +415,9 @@ private:
   Scheme scheme;
   Variant variant;
   int K, N;
-  size_t rowBytes;             // 4-bit: a grouped row
-  size_t codeBytes, sideBytes; // one copy's rows, its row scales (8-bit)
-  int sides;                   // row scale tensors: 1 for 8-bit, else 0
+  size_t rowBytes;             // a row of codes (4-bit: a grouped row)
+  size_t codeBytes, sideBytes; // one copy's rows, one side tensor's bytes
+  int sides; // side tensors: 1 for 8-bit (row scales), 2 for 6-bit, else 0
   size_t slotBytes;            // one copy, aligned
   int copies;
   Region pool;
@@ -587,7 +628,8 @@ int main(int argc, char **argv) {
                        [&](const SchemeInfo &s) { return item == s.name; });
       if (it == std::end(kSchemes))
         return fail("--scheme: '" + item +
-                    "' is not one of w4a16, w4a8, w8a16, w8a8 (or none)");
+                    "' is not one of w4a16, w4a8, w8a16, w8a8, w6a16, w6a8 "
+                    "(or none)");
       schemes.push_back(*it);
     }
   }
@@ -679,7 +721,7 @@ int main(int argc, char **argv) {
       // One matrix of at most 512 KiB of codes, read again and again.
       Shape small{shape.what, shape.K,
                   std::max(4, int((512 << 10) /
-                                  (fourBit(s.scheme) ? shape.K / 2 : shape.K)) /
+                                  codeRowBytes(s.scheme, shape.K)) /
                                   4 * 4)};
       KernelCase cached(s.scheme, variant, small, 1);
       if (!memory.ok() || !cached.ok())
