@@ -255,7 +255,25 @@ void buildLinear(KernelAlgorithm &k) {
     k.quantizedInput = codes;
     input = codes(r, k.y);
   } else if (s.inputBits == 8) {
-    k.innerReduction = RDom(0, int(s.in), "rx");  } else if (s.inputType != DType::F32) {
+    // One scale per token: the codes' int32 (or, 4- and 6-bit, exact f32)
+    // sums times the token's scale.
+    k.innerReduction = RDom(0, int(s.in), "rx");
+    Func range("input_range");
+    range(k.y) = 0.0f;
+    range(k.y) = max(range(k.y), abs(x(k.innerReduction.x, k.y)));
+    Func tokenScale("input_scale_of_token");
+    tokenScale(k.y) =
+        select(staticScale > 0.0f, staticScale, range(k.y) / 127.0f);
+    Expr inverse = select(tokenScale(k.y) > 0.0f, 1.0f / tokenScale(k.y), 0.0f);
+    Func codes("input_codes");
+    codes(k.x, k.y) =
+        cast<int8_t>(clamp(round(x(k.x, k.y) * inverse), -127.0f, 127.0f));
+    k.inputRange = range;
+    k.inputScale = tokenScale;
+    k.quantizedInput = codes;
+    input = codes(r, k.y);
+    inputScale = tokenScale(k.y);
+  } else if (s.inputType != DType::F32) {
     // 16-bit activations: each value rounded to bf16 / f16 once per call.
     Func rounded("input_16bit");
     rounded(k.x, k.y) = cast(halideType(s.inputType), x(k.x, k.y));

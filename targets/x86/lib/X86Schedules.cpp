@@ -273,9 +273,8 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
       spec.out % SPARK_MK_ROWS == 0 && spec.inputType == DType::F32)
     return &avx512W4;
   // AVX-512 without VNNI (Skylake-SP/X): products with int8 inputs on the
-  // AVX2 kernels. Halide's AVX-512 lowering of them gives wrong logits
-  // (AMD EPYC Zen 5, 2026-12-01: the w8a8 mini's tokens differ from the
-  // f32 build's and from every other kernel's, -4.6 dB logits SNR).
+  // AVX2 kernels (since 2026-12-01, when Halide's kernel of them had lost
+  // its input quantization: docs/targets.md).
   if (!variant.int8Dot && !variant.bf16Dot && !variant.matrixTiles &&
       spec.kind == KernelKind::Linear && spec.inputBits == 8)
     return avx2MicrokernelFor(spec);
