@@ -18,8 +18,17 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                    flags};
   static const Microkernel w4a8 = {"spark_sdot_linear_w4a8", "sdot_linear.c",
                                    flags};
+  // 6-bit asymmetric groups of 128 (the int6 recipe rule) with int8 inputs.
+  static const Microkernel w6a8 = {"spark_sdot_linear_w6a8", "sdot_linear.c",
+                                   flags};
   if (!variant.int8Dot || spec.out % SPARK_MK_ROWS != 0)
     return nullptr;
+  if (spec.group && spec.codeBits == 6)
+    return spec.kind == KernelKind::Linear && spec.inputBits == 8 &&
+                   !spec.inputBlock && spec.group == SPARK_MK_GROUP &&
+                   spec.in % 128 == 0 && !spec.symmetricGroups
+               ? &w6a8
+               : nullptr;
   if (spec.isInt8Linear(false) && spec.in % SPARK_MK_SDOT_DEPTH == 0)
     return &w8a8;
   if (spec.isInt8Linear(true) && spec.group == SPARK_MK_GROUP)

@@ -15,9 +15,17 @@
  *         The input codes of each group are reordered once per call into
  *         [even 16 | odd 16] per 32 elements to meet them. Each group's int32
  *         sums are scaled by its f16 scale into f32 accumulators.
+ *   w6a8: 6-bit asymmetric groups (the int6 recipe rule; w u8 [3K/4, N]:
+ *         each row's K/2 bytes of low nibbles, then K/4 bytes of top bits,
+ *         spark_six_bit_top in model_abi.h; scales and zeros f16 [K/128,
+ *         N], then the input scale): each 16 nibble bytes as in w4a8, each
+ *         16 bytes of top bits serve nibble bytes i and i+32 of a group
+ *         (bits 0-3 and 4-7), shifted to bits 4-5 beside the nibbles:
+ *         codes 0..63 as signed bytes; the zero point comes off as scale x
+ *         zero x the group's sum of input codes.
  * Each task takes a block of rows; 4 rows x 4 tokens at a time (16
  * accumulators in registers), the last tokens and decode 4 rows x 1.
- * Needs K % 16 == 0 (w8a8) or K % 128 == 0 (w4a8), and N % 4 == 0.
+ * Needs K % 16 == 0 (w8a8) or K % 128 == 0 (w4a8, w6a8), and N % 4 == 0.
  * Compiled with -march=armv8.2-a+dotprod; entered only when the kernel's
  * hwcaps report ASIMDDP. */
 #include "HalideRuntime.h"
@@ -38,6 +46,11 @@ typedef struct sdot_job {
   const float *token_scales;    /* [T] */
   float *out;                   /* [T][out_stride] */
   int K, N, T, out_stride;
+  /* w6a8: rows `w_stride` bytes apart, f16 zero points as the scales (rows
+   * `s_stride` apart), each token's sums of input codes per group */
+  const __fp16 *group_zeros;
+  const int32_t *group_sums; /* [T][K/128] */
+  int w_stride, s_stride;
 } sdot_job;
 
 /* Rows n..n+3 times tokens t0..t0+TT-1. Always inlined with a constant TT
@@ -108,6 +121,63 @@ SPARK_BLOCK w4a8_block(const sdot_job *job, int n, int t0, const int TT) {
           vaddvq_f32(acc[r][t]) * job->token_scales[t0 + t];
 }
 
+SPARK_BLOCK w6a8_block(const sdot_job *job, int n, int t0, const int TT) {
+  const int K = job->K, groups = K / kGroup;
+  const uint8x16_t low = vdupq_n_u8(0x0f), bits45 = vdupq_n_u8(0x30);
+  float32x4_t acc[4][4];
+  float offset[4][4];
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t < TT; ++t) {
+      acc[r][t] = vdupq_n_f32(0.0f);
+      offset[r][t] = 0.0f;
+    }
+  for (int g = 0; g < groups; ++g) {
+    int32x4_t dot[4][4];
+    for (int r = 0; r < 4; ++r)
+      for (int t = 0; t < TT; ++t)
+        dot[r][t] = vdupq_n_s32(0);
+    for (int q = 0; q < 4; ++q) { /* nibble bytes 16q..16q+15 of the group */
+      int8x16_t even[4], odd[4];
+      for (int r = 0; r < 4; ++r) {
+        const uint8_t *row = job->w4 + (size_t)(n + r) * job->w_stride;
+        const uint8x16_t bytes = vld1q_u8(row + (size_t)g * 64 + 16 * q);
+        const uint8x16_t tops =
+            vld1q_u8(row + K / 2 + (size_t)g * 32 + 16 * (q % 2));
+        /* the tops of nibble bytes 0-31 in bits 0-3, of 32-63 in 4-7 */
+        const uint8x16_t top_even = q < 2 ? vshlq_n_u8(tops, 4) : tops;
+        const uint8x16_t top_odd =
+            q < 2 ? vshlq_n_u8(tops, 2) : vshrq_n_u8(tops, 2);
+        even[r] = vreinterpretq_s8_u8(
+            vorrq_u8(vandq_u8(bytes, low), vandq_u8(top_even, bits45)));
+        odd[r] = vreinterpretq_s8_u8(
+            vorrq_u8(vshrq_n_u8(bytes, 4), vandq_u8(top_odd, bits45)));
+      }
+      for (int t = 0; t < TT; ++t) {
+        const int8_t *x =
+            job->codes + (size_t)(t0 + t) * K + g * kGroup + 32 * q;
+        int8x16_t xe = vld1q_s8(x), xo = vld1q_s8(x + 16);
+        for (int r = 0; r < 4; ++r)
+          dot[r][t] = vdotq_s32(vdotq_s32(dot[r][t], even[r], xe), odd[r], xo);
+      }
+    }
+    for (int r = 0; r < 4; ++r) {
+      const size_t at = (size_t)(n + r) * job->s_stride + g;
+      const float scale = (float)job->group_scales[at];
+      const float zero = (float)job->group_zeros[at];
+      for (int t = 0; t < TT; ++t) {
+        acc[r][t] = vfmaq_n_f32(acc[r][t], vcvtq_f32_s32(dot[r][t]), scale);
+        offset[r][t] +=
+            scale * zero *
+            (float)job->group_sums[(size_t)(t0 + t) * groups + g];
+      }
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t < TT; ++t)
+      job->out[(size_t)(t0 + t) * job->out_stride + n + r] =
+          (vaddvq_f32(acc[r][t]) - offset[r][t]) * job->token_scales[t0 + t];
+}
+
 /* One task: a block of rows, 4 rows x 4 tokens at a time, then the last
  * tokens one by one (decode: one token). */
 #define SPARK_TASK(name, block)                                                \
@@ -128,6 +198,7 @@ SPARK_BLOCK w4a8_block(const sdot_job *job, int n, int t0, const int TT) {
 
 SPARK_TASK(w8a8_task, w8a8_block)
 SPARK_TASK(w4a8_task, w4a8_block)
+SPARK_TASK(w6a8_task, w6a8_block)
 
 /* Quantizes the inputs (w4a8: reordered per 32 elements), runs `task` over
  * blocks of rows, frees. */
@@ -137,6 +208,26 @@ static int run_sdot(halide_buffer_t *x, float input_scale, sdot_job *job,
   float *token_scales;
   if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
     return -1;
+  /* w6a8: each group's sum of input codes, before the reordering */
+  int32_t *sums = NULL;
+  if (job->group_zeros) {
+    const int groups = job->K / kGroup;
+    sums = (int32_t *)malloc(sizeof(int32_t) * (size_t)(job->T > 0 ? job->T : 1) *
+                             (size_t)groups);
+    if (!sums) {
+      free(codes);
+      free(token_scales);
+      return -1;
+    }
+    for (int t = 0; t < job->T; ++t)
+      for (int g = 0; g < groups; ++g) {
+        int32_t sum = 0;
+        for (int k = 0; k < kGroup; ++k)
+          sum += codes[(size_t)t * job->K + (size_t)g * kGroup + k];
+        sums[(size_t)t * groups + g] = sum;
+      }
+    job->group_sums = sums;
+  }
   for (int t = 0; reorder && t < job->T; ++t)
     spark_split_even_odd(codes + (size_t)t * job->K, job->K, 32);
   job->codes = codes;
@@ -146,6 +237,7 @@ static int run_sdot(halide_buffer_t *x, float input_scale, sdot_job *job,
                              (uint8_t *)job);
   free(codes);
   free(token_scales);
+  free(sums);
   return rc;
 }
 
@@ -155,9 +247,13 @@ int spark_sdot_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (!spark_linear_fits(x, w, out, 1, SPARK_MK_SDOT_DEPTH, SPARK_MK_ROWS))
     return -1;
-  sdot_job job = {(const int8_t *)w->host, NULL, (const float *)scales->host,
-                  NULL, NULL, NULL, (float *)out->host, K, N, T,
-                  out->dim[1].stride};
+  sdot_job job = {.w8 = (const int8_t *)w->host,
+                  .scales = (const float *)scales->host,
+                  .out = (float *)out->host,
+                  .K = K,
+                  .N = N,
+                  .T = T,
+                  .out_stride = out->dim[1].stride};
   return run_sdot(x, input_scale, &job, 0, w8a8_task);
 }
 
@@ -168,8 +264,32 @@ int spark_sdot_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
   if (!spark_linear_fits(x, w, out, 2, kGroup, SPARK_MK_ROWS) ||
       !spark_groups_fit(x, scales, kGroup))
     return -1;
-  sdot_job job = {NULL, (const uint8_t *)w->host, NULL,
-                  (const __fp16 *)scales->host, NULL, NULL,
-                  (float *)out->host, K, N, T, out->dim[1].stride};
+  sdot_job job = {.w4 = (const uint8_t *)w->host,
+                  .group_scales = (const __fp16 *)scales->host,
+                  .out = (float *)out->host,
+                  .K = K,
+                  .N = N,
+                  .T = T,
+                  .out_stride = out->dim[1].stride};
   return run_sdot(x, input_scale, &job, 1, w4a8_task);
+}
+
+int spark_sdot_linear_w6a8(halide_buffer_t *x, halide_buffer_t *w,
+                           halide_buffer_t *scales, halide_buffer_t *zeros,
+                           float input_scale, halide_buffer_t *out) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (!spark_six_bit_rows_fit(x, w, scales, zeros, out, kGroup) ||
+      N % SPARK_MK_ROWS != 0)
+    return -1;
+  sdot_job job = {.w4 = (const uint8_t *)w->host,
+                  .group_scales = (const __fp16 *)scales->host,
+                  .out = (float *)out->host,
+                  .K = K,
+                  .N = N,
+                  .T = T,
+                  .out_stride = out->dim[1].stride,
+                  .group_zeros = (const __fp16 *)zeros->host,
+                  .w_stride = w->dim[1].stride,
+                  .s_stride = scales->dim[1].stride};
+  return run_sdot(x, input_scale, &job, 1, w6a8_task);
 }
