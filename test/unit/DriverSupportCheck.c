@@ -3,6 +3,8 @@
  * DriverSupportTest.cpp (which sees Halide's buffer type as C++ does). */
 #include "driver_support.h"
 
+#include <pthread.h>
+
 int32_t check_step_of(int32_t variant, int32_t pos0, int32_t n,
                       int32_t n_logits, int32_t max_chunk,
                       int32_t max_context) {
@@ -59,6 +61,50 @@ void step_with_hooks(uint64_t *ns, uint64_t (*clock)(void),
   const uint64_t started = spark_profile_begin(&h);
   spark_profile_end(&h, index, started);
   spark_probe(&h, layer, 2, 2, rows, 3);
+}
+
+/* Loads the hooks `loads` times while another thread installs a probe with
+ * its user and a profile with its clock and removes them again, as fast as
+ * it can; returns how many loads saw a probe without its user or a profile
+ * without its clock (a torn set), or -1 if the thread did not start. */
+static int hooks_stop;
+static uint64_t hooks_ns[1];
+static int hooks_user;
+static void hooks_probe(void *user, int32_t layer, int32_t rows, int32_t width,
+                        const float *x, int32_t stride) {
+  (void)user, (void)layer, (void)rows, (void)width, (void)x, (void)stride;
+}
+static uint64_t hooks_clock(void) { return 0; }
+static void *toggle_hooks(void *unused) {
+  (void)unused;
+  while (!__atomic_load_n(&hooks_stop, __ATOMIC_ACQUIRE)) {
+    set_layer_probe(hooks_probe, &hooks_user);
+    set_profile(hooks_ns, hooks_clock);
+    set_layer_probe(NULL, NULL);
+    set_profile(NULL, NULL);
+  }
+  return NULL;
+}
+
+int torn_hooks_of(int loads) {
+  pthread_t writer;
+  __atomic_store_n(&hooks_stop, 0, __ATOMIC_RELEASE);
+  if (pthread_create(&writer, NULL, toggle_hooks, NULL) != 0)
+    return -1;
+  /* the writer under way first */
+  while (__atomic_load_n(&spark_hooks_generation, __ATOMIC_RELAXED) < 1000u)
+    ;
+  int torn = 0;
+  for (int i = 0; i < loads; ++i) {
+    const spark_hooks h = spark_load_hooks();
+    torn += (h.probe != NULL) != (h.probe_user != NULL) ||
+            (h.profile != NULL) != (h.clock != NULL);
+  }
+  __atomic_store_n(&hooks_stop, 1, __ATOMIC_RELEASE);
+  pthread_join(writer, NULL);
+  set_layer_probe(NULL, NULL);
+  set_profile(NULL, NULL);
+  return torn;
 }
 
 /* A dispatch of three variants, "best", "middle" and "base", whose CPU

@@ -266,24 +266,54 @@ static inline int32_t spark_check_step(int32_t variant, int32_t pos0, int32_t n,
   return 0;
 }
 
-/* The profile and the layer probe are process-wide and atomic: a step()
- * reads each once, at its start (change them between steps for a coherent
- * pair). */
+/* The profile and the layer probe are process-wide: a step() reads them
+ * once, at its start, as one coherent set (spark_load_hooks). Their writers
+ * and readers go through a sequence lock: a writer takes the generation
+ * from even to odd, stores, and makes it even again; a reader retries while
+ * the generation is odd or has moved. Checking that the probe had not
+ * changed was not enough: a reader that loaded one installation's probe,
+ * then the NULL user of a removal, then saw the next installation's probe
+ * again called the probe with a NULL user (seen under load in
+ * e2e/test_two_models_in_one_process, about once in 300 runs). */
+static unsigned spark_hooks_generation;
 static uint64_t *spark_installed_profile;
 static uint64_t (*spark_installed_clock)(void);
 static spark_layer_probe spark_installed_probe;
 static void *spark_installed_probe_user;
 
+/* Takes the generation from even to odd (writers one at a time); returns
+ * the even value it had. */
+static inline unsigned spark_hooks_write_begin(void) {
+  unsigned g = __atomic_load_n(&spark_hooks_generation, __ATOMIC_RELAXED);
+  for (;;) {
+    if (g & 1u) {
+      g = __atomic_load_n(&spark_hooks_generation, __ATOMIC_RELAXED);
+      continue;
+    }
+    if (__atomic_compare_exchange_n(&spark_hooks_generation, &g, g + 1u, 0,
+                                    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+      break;
+  }
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  return g;
+}
+
+static inline void spark_hooks_write_end(unsigned g) {
+  __atomic_store_n(&spark_hooks_generation, g + 2u, __ATOMIC_RELEASE);
+}
+
 static void set_profile(uint64_t *ns, uint64_t (*clock)(void)) {
-  __atomic_store_n(&spark_installed_profile, NULL, __ATOMIC_RELEASE);
-  __atomic_store_n(&spark_installed_clock, clock, __ATOMIC_RELEASE);
-  __atomic_store_n(&spark_installed_profile, ns, __ATOMIC_RELEASE);
+  const unsigned g = spark_hooks_write_begin();
+  __atomic_store_n(&spark_installed_profile, ns, __ATOMIC_RELAXED);
+  __atomic_store_n(&spark_installed_clock, clock, __ATOMIC_RELAXED);
+  spark_hooks_write_end(g);
 }
 
 static void set_layer_probe(spark_layer_probe probe, void *user) {
-  __atomic_store_n(&spark_installed_probe, NULL, __ATOMIC_RELEASE);
-  __atomic_store_n(&spark_installed_probe_user, user, __ATOMIC_RELEASE);
-  __atomic_store_n(&spark_installed_probe, probe, __ATOMIC_RELEASE);
+  const unsigned g = spark_hooks_write_begin();
+  __atomic_store_n(&spark_installed_probe, probe, __ATOMIC_RELAXED);
+  __atomic_store_n(&spark_installed_probe_user, user, __ATOMIC_RELAXED);
+  spark_hooks_write_end(g);
 }
 
 /* What one step reads of the hooks. */
@@ -296,14 +326,17 @@ typedef struct spark_hooks {
 
 static inline spark_hooks spark_load_hooks(void) {
   spark_hooks h;
-  h.profile = __atomic_load_n(&spark_installed_profile, __ATOMIC_ACQUIRE);
-  h.clock = __atomic_load_n(&spark_installed_clock, __ATOMIC_ACQUIRE);
-  do { /* a pair no set_layer_probe() changed meanwhile */
-    h.probe = __atomic_load_n(&spark_installed_probe, __ATOMIC_ACQUIRE);
+  unsigned before, after;
+  do { /* a set no writer changed meanwhile */
+    before = __atomic_load_n(&spark_hooks_generation, __ATOMIC_ACQUIRE);
+    h.profile = __atomic_load_n(&spark_installed_profile, __ATOMIC_RELAXED);
+    h.clock = __atomic_load_n(&spark_installed_clock, __ATOMIC_RELAXED);
+    h.probe = __atomic_load_n(&spark_installed_probe, __ATOMIC_RELAXED);
     h.probe_user =
-        __atomic_load_n(&spark_installed_probe_user, __ATOMIC_ACQUIRE);
-  } while (h.probe !=
-           __atomic_load_n(&spark_installed_probe, __ATOMIC_ACQUIRE));
+        __atomic_load_n(&spark_installed_probe_user, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    after = __atomic_load_n(&spark_hooks_generation, __ATOMIC_RELAXED);
+  } while ((before & 1u) || before != after);
   return h;
 }
 
