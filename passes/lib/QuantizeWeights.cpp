@@ -168,7 +168,8 @@ struct QuantizeWeights : spark::impl::SparkQuantizeWeightsBase<QuantizeWeights> 
       weight.setType(RankedTensorType::get(type.getShape(),
                                            IntegerType::get(context, bits)));
       // 6-bit codes (a wider grid, for the tied head) are asymmetric groups
-      // whatever the inputs: no microkernel reads them with int8 inputs.
+      // whatever the inputs (w6a8 kernels take the zero points off through
+      // each group's sum of input codes).
       weight.setQuantAttr(bits == 8 ? int8
                           : bits == 6
                               ? QuantAttr::get(context, 6, group, false)
