@@ -223,8 +223,8 @@ bool sixBit(Scheme s) { return s == Scheme::W6A16 || s == Scheme::W6A8; }
 
 /// Bytes of a row's codes (4-bit: of a grouped row, with its scales).
 size_t codeRowBytes(Scheme s, int K) {
-  return fourBit(s)  ? size_t(spark_grouped_row_bytes(K, 128, s == Scheme::W4A8))
-         : sixBit(s) ? size_t(K / 2 + K / 4)
+  return fourBit(s) ? size_t(spark_grouped_row_bytes(K, 128, s == Scheme::W4A8))
+         : sixBit(s) ? size_t(spark_six_bit_row_bytes(K))
                      : size_t(K);
 }
 

@@ -49,7 +49,7 @@ typedef struct sdot_job {
   /* w6a8: rows `w_stride` bytes apart, f16 zero points as the scales (rows
    * `s_stride` apart), each token's sums of input codes per group */
   const __fp16 *group_zeros;
-  const int32_t *group_sums; /* [T][K/128] */
+  const float *group_sums; /* [T][K/128] */
   int w_stride, s_stride;
 } sdot_job;
 
@@ -167,8 +167,7 @@ SPARK_BLOCK w6a8_block(const sdot_job *job, int n, int t0, const int TT) {
       for (int t = 0; t < TT; ++t) {
         acc[r][t] = vfmaq_n_f32(acc[r][t], vcvtq_f32_s32(dot[r][t]), scale);
         offset[r][t] +=
-            scale * zero *
-            (float)job->group_sums[(size_t)(t0 + t) * groups + g];
+            scale * zero * job->group_sums[(size_t)(t0 + t) * groups + g];
       }
     }
   }
@@ -209,23 +208,19 @@ static int run_sdot(halide_buffer_t *x, float input_scale, sdot_job *job,
   if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
     return -1;
   /* w6a8: each group's sum of input codes, before the reordering */
-  int32_t *sums = NULL;
+  float *sums = NULL;
   if (job->group_zeros) {
     const int groups = job->K / kGroup;
-    sums = (int32_t *)malloc(sizeof(int32_t) * (size_t)(job->T > 0 ? job->T : 1) *
-                             (size_t)groups);
+    sums = (float *)malloc(sizeof(float) * (size_t)(job->T > 0 ? job->T : 1) *
+                           (size_t)groups);
     if (!sums) {
       free(codes);
       free(token_scales);
       return -1;
     }
     for (int t = 0; t < job->T; ++t)
-      for (int g = 0; g < groups; ++g) {
-        int32_t sum = 0;
-        for (int k = 0; k < kGroup; ++k)
-          sum += codes[(size_t)t * job->K + (size_t)g * kGroup + k];
-        sums[(size_t)t * groups + g] = sum;
-      }
+      spark_group_code_sums(codes + (size_t)t * job->K, job->K, kGroup,
+                            sums + (size_t)t * groups);
     job->group_sums = sums;
   }
   for (int t = 0; reorder && t < job->T; ++t)

@@ -8,6 +8,7 @@
 
 #include "HalideRuntime.h"
 #include "microkernel_shapes.h"
+#include "spark/model_abi.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -63,8 +64,8 @@ static inline int spark_grouped_rows_fit(const halide_buffer_t *x,
           (zeros->dim[0].extent == groups && zeros->dim[1].stride == s_stride));
 }
 
-/* Whether x, 6-bit weights w (rows of K/2 + K/4 bytes as
- * spark_six_bit_row_bytes in model_abi.h counts them, any stride), their f16
+/* Whether x, 6-bit weights w (rows of spark_six_bit_row_bytes(K) bytes, any
+ * stride), their f16
  * scales and zero points (dense [N][K / group], one stride) and out fit a 6-bit
  * microkernel: K a multiple of 128 (whole blocks of top bits,
  * spark_six_bit_top), groups of `group`. */
@@ -82,6 +83,18 @@ static inline int spark_six_bit_rows_fit(const halide_buffer_t *x,
          zeros->dim[0].extent == groups &&
          zeros->dim[1].stride == scales->dim[1].stride &&
          scales->dim[1].stride >= groups;
+}
+
+/* The sum of each group of `group` int8 codes of a row of K, into
+ * sums[0..K/group) (exact in f32: at most 127 x group). */
+static inline void spark_group_code_sums(const int8_t *row, int K, int group,
+                                         float *sums) {
+  for (int g = 0; g < K / group; ++g) {
+    int32_t sum = 0;
+    for (int i = 0; i < group; ++i)
+      sum += row[g * group + i];
+    sums[g] = (float)sum;
+  }
 }
 
 /* Writes the K codes of x with `scale` (> 0: a static, calibrated scale), or

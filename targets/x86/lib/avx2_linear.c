@@ -720,12 +720,7 @@ static int run_int8(halide_buffer_t *x, float input_scale, avx2_job *job,
               (int8_t)(row[k] < 0 ? -row[k] : row[k]);
         continue;
       }
-      for (int g = 0; g < groups; ++g) {
-        int32_t sum = 0;
-        for (int i = 0; i < G; ++i)
-          sum += row[g * G + i];
-        sums[(size_t)t * groups + g] = (float)sum;
-      }
+      spark_group_code_sums(row, K, G, sums + (size_t)t * groups);
       spark_split_even_odd(row, K, G);
     }
     job->codes = codes;

@@ -1175,57 +1175,14 @@ static int w4a16_decode_rows(void) {
 #endif
 }
 
+/* w4a16 (six: w6a16, spark_six_bit_rows_fit) with the inputs rounded as
+ * `rounding` says, taken as int16. */
 static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
                  halide_buffer_t *scales, halide_buffer_t *zeros,
-                 halide_buffer_t *out, int rounding) {
+                 halide_buffer_t *out, int rounding, int six) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_grouped_rows_fit(x, w, scales, zeros, out, kGroup, 1))
-    return -1;
-  spark_int16_inputs in;
-  if (spark_prepare_int16_avx512(x, rounding, 1, &in) != 0)
-    return -1;
-  int8_job job = {.w4 = (const uint8_t *)w->host,
-                  .group_scales = (const uint16_t *)scales->host,
-                  .group_zeros = (const uint16_t *)zeros->host,
-                  .x16 = &in,
-                  .out = (float *)out->host,
-                  .K = K,
-                  .N = N,
-                  .T = T,
-                  .out_stride = out->dim[1].stride,
-                  .w_stride = w->dim[1].stride,
-                  .s_stride = scales->dim[1].stride,
-                  .tile_ahead = w4a16_tile_ahead(w->dim[1].stride),
-                  .rows = w4a16_decode_rows()};
-  const int rc =
-      halide_do_par_for(NULL, w4a16_task, 0,
-                        (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
-  spark_free_int16(&in);
-  return rc;
-}
-
-/* w4a16 with bf16 (f16) inputs: x f32 [K, T], w u8 [K/2, N], scales and
- * zeros f16 [K/128, N], out f32 [N, T]; out = sum over groups of
- * scale * sum_k (code - zero) * the input rounded to bf16 (f16), each input
- * taken as an int16 multiple of its group's power of two (x86_inputs.h). */
-int spark_vnni_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
-                                  halide_buffer_t *scales,
-                                  halide_buffer_t *zeros,
-                                  halide_buffer_t *out) {
-  return w4a16(x, w, scales, zeros, out, kSparkBF16Inputs);
-}
-
-int spark_vnni_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
-                                 halide_buffer_t *scales,
-                                 halide_buffer_t *zeros, halide_buffer_t *out) {
-  return w4a16(x, w, scales, zeros, out, kSparkF16Inputs);
-}
-
-static int w6a16(halide_buffer_t *x, halide_buffer_t *w,
-                 halide_buffer_t *scales, halide_buffer_t *zeros,
-                 halide_buffer_t *out, int rounding) {
-  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_six_bit_rows_fit(x, w, scales, zeros, out, kGroup))
+  if (six ? !spark_six_bit_rows_fit(x, w, scales, zeros, out, kGroup)
+          : !spark_grouped_rows_fit(x, w, scales, zeros, out, kGroup, 1))
     return -1;
   spark_int16_inputs in;
   if (spark_prepare_int16_avx512(x, rounding, 1, &in) != 0)
@@ -1241,12 +1198,31 @@ static int w6a16(halide_buffer_t *x, halide_buffer_t *w,
                   .out_stride = out->dim[1].stride,
                   .ahead = spark_prefetch_avx512_rows(),
                   .w_stride = w->dim[1].stride,
-                  .s_stride = scales->dim[1].stride};
+                  .s_stride = scales->dim[1].stride,
+                  .tile_ahead = w4a16_tile_ahead(w->dim[1].stride),
+                  .rows = w4a16_decode_rows()};
   const int rc =
-      halide_do_par_for(NULL, w6a16_task, 0,
+      halide_do_par_for(NULL, six ? w6a16_task : w4a16_task, 0,
                         (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
   spark_free_int16(&in);
   return rc;
+}
+
+/* w4a16 with bf16 (f16) inputs: x f32 [K, T], w u8 [K/2, N], scales and
+ * zeros f16 [K/128, N], out f32 [N, T]; out = sum over groups of
+ * scale * sum_k (code - zero) * the input rounded to bf16 (f16), each input
+ * taken as an int16 multiple of its group's power of two (x86_inputs.h). */
+int spark_vnni_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
+                                  halide_buffer_t *scales,
+                                  halide_buffer_t *zeros,
+                                  halide_buffer_t *out) {
+  return w4a16(x, w, scales, zeros, out, kSparkBF16Inputs, 0);
+}
+
+int spark_vnni_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
+                                 halide_buffer_t *scales,
+                                 halide_buffer_t *zeros, halide_buffer_t *out) {
+  return w4a16(x, w, scales, zeros, out, kSparkF16Inputs, 0);
 }
 
 /* w6a16 with bf16 (f16) inputs: as w4a16, with 6-bit codes (x f32 [K, T],
@@ -1256,13 +1232,13 @@ int spark_vnni_linear_w6a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
                                   halide_buffer_t *scales,
                                   halide_buffer_t *zeros,
                                   halide_buffer_t *out) {
-  return w6a16(x, w, scales, zeros, out, kSparkBF16Inputs);
+  return w4a16(x, w, scales, zeros, out, kSparkBF16Inputs, 1);
 }
 
 int spark_vnni_linear_w6a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
                                  halide_buffer_t *scales,
                                  halide_buffer_t *zeros, halide_buffer_t *out) {
-  return w6a16(x, w, scales, zeros, out, kSparkF16Inputs);
+  return w4a16(x, w, scales, zeros, out, kSparkF16Inputs, 1);
 }
 
 /* Quantizes the inputs into the layout `task` reads, runs it over blocks of
