@@ -21,14 +21,31 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   // 6-bit asymmetric groups of 128 (the int6 recipe rule) with int8 inputs.
   static const Microkernel w6a8 = {"spark_sdot_linear_w6a8", "sdot_linear.c",
                                    flags};
+  // 4- and 6-bit asymmetric groups of 128 with f16 (the arm64 default) or
+  // bf16 inputs, taken as int16 split into bytes: udot with the low bytes,
+  // sdot with the high ones.
+  static const Microkernel w4a16[] = {
+      {"spark_sdot_linear_w4a16_xbf16", "sdot_linear.c", flags},
+      {"spark_sdot_linear_w4a16_xf16", "sdot_linear.c", flags}};
+  static const Microkernel w6a16[] = {
+      {"spark_sdot_linear_w6a16_xbf16", "sdot_linear.c", flags},
+      {"spark_sdot_linear_w6a16_xf16", "sdot_linear.c", flags}};
   if (!variant.int8Dot || spec.out % SPARK_MK_ROWS != 0)
     return nullptr;
-  if (spec.group && spec.codeBits == 6)
-    return spec.kind == KernelKind::Linear && spec.inputBits == 8 &&
-                   !spec.inputBlock && spec.group == SPARK_MK_GROUP &&
-                   spec.in % 128 == 0 && !spec.symmetricGroups
-               ? &w6a8
-               : nullptr;
+  const bool groupsOf128 = spec.kind == KernelKind::Linear && spec.group &&
+                           spec.group == SPARK_MK_GROUP && spec.in % 128 == 0 &&
+                           !spec.symmetricGroups;
+  const bool a16 =
+      groupsOf128 && !spec.inputBits &&
+      (spec.inputType == DType::BF16 || spec.inputType == DType::F16);
+  const bool f16 = spec.inputType == DType::F16;
+  if (spec.group && spec.codeBits == 6) {
+    if (groupsOf128 && spec.inputBits == 8 && !spec.inputBlock)
+      return &w6a8;
+    return a16 ? &w6a16[f16] : nullptr;
+  }
+  if (a16 && spec.codeBits == 4)
+    return &w4a16[f16];
   if (spec.isInt8Linear(false) && spec.in % SPARK_MK_SDOT_DEPTH == 0)
     return &w8a8;
   if (spec.isInt8Linear(true) && spec.group == SPARK_MK_GROUP)

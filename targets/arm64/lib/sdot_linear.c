@@ -1,5 +1,6 @@
 /* sdot_linear.c - NEON dot-product kernels for int8-activation builds (w8a8,
- * w4a8) on arm64.
+ * w4a8) and for 4- and 6-bit weights with 16-bit activations (w4a16) on
+ * arm64.
  *
  * Same interface as the Halide linear kernels with int8 inputs:
  *   w8a8: (x f32 [K, T], w s8 [K, N], scales f32 [N], out f32 [N, T])
@@ -23,9 +24,16 @@
  *         (bits 0-3 and 4-7), shifted to bits 4-5 beside the nibbles:
  *         codes 0..63 as signed bytes; the zero point comes off as scale x
  *         zero x the group's sum of input codes.
+ *   w4a16, w6a16: (x f32 [K, T], w as w4a8 (dense or grouped rows) or w6a8,
+ *         scales and zeros f16 [K/128, N], out f32 [N, T]): the inputs
+ *         rounded to f16 (bf16) and taken per group of 128 as int16
+ *         multiples of a power of two (spark_int16_group, as on x86), split
+ *         into low bytes (unsigned, udot with the codes) and high bytes
+ *         (signed, sdot); the zero point comes off as for w6a8.
  * Each task takes a block of rows; 4 rows x 4 tokens at a time (16
- * accumulators in registers), the last tokens and decode 4 rows x 1.
- * Needs K % 16 == 0 (w8a8) or K % 128 == 0 (w4a8, w6a8), and N % 4 == 0.
+ * accumulators in registers), the last tokens and decode 4 rows x 1 (w4a16,
+ * w6a16: 4 rows x 1 token, every token in turn).
+ * Needs K % 16 == 0 (w8a8) or K % 128 == 0 (the others), and N % 4 == 0.
  * Compiled with -march=armv8.2-a+dotprod; entered only when the kernel's
  * hwcaps report ASIMDDP. */
 #include "HalideRuntime.h"
@@ -51,6 +59,10 @@ typedef struct sdot_job {
   const __fp16 *group_zeros;
   const float *group_sums; /* [T][K/128] */
   int w_stride, s_stride;
+  /* w4a16, w6a16: the inputs as int16 (prepare_int16), and per token and
+   * group the power of two they are multiples of */
+  const uint8_t *x16;
+  const float *x16_scales; /* [T][K/128] */
 } sdot_job;
 
 /* Rows n..n+3 times tokens t0..t0+TT-1. Always inlined with a constant TT
@@ -177,6 +189,75 @@ SPARK_BLOCK w6a8_block(const sdot_job *job, int n, int t0, const int TT) {
           (vaddvq_f32(acc[r][t]) - offset[r][t]) * job->token_scales[t0 + t];
 }
 
+/* w4a16 (six = 0) and w6a16 (six = 1): rows n..n+3 times token t, the
+ * inputs as int16 (prepare_int16), each split into a low byte (unsigned) and
+ * a high byte (signed): per 32 weights of a row, two udot of the codes with
+ * the low bytes and two sdot with the high bytes, into exact int32 sums
+ * (high * 256 + low; at most 63 x 255 x 32 and 63 x 128 x 32 x 256 a lane),
+ * scaled once per group by its scale times the inputs' power of two. The
+ * zero points come off as scale x zero x what the group's inputs stand for.
+ * One token at a time: each 16 input bytes serve the 4 rows. */
+SPARK_BLOCK a16_block(const sdot_job *job, int n, int t, const int six) {
+  const int K = job->K, groups = K / kGroup;
+  const uint8x16_t low = vdupq_n_u8(0x0f), bits45 = vdupq_n_u8(0x30);
+  const uint8_t *x = job->x16 + (size_t)t * groups * (2 * kGroup);
+  const float *input_scales = job->x16_scales + (size_t)t * groups;
+  const float *sums = job->group_sums + (size_t)t * groups;
+  float32x4_t acc[4];
+  float offset[4];
+  for (int r = 0; r < 4; ++r) {
+    acc[r] = vdupq_n_f32(0.0f);
+    offset[r] = 0.0f;
+  }
+  for (int g = 0; g < groups; ++g) {
+    uint32x4_t lo[4];
+    int32x4_t hi[4];
+    for (int r = 0; r < 4; ++r) {
+      lo[r] = vdupq_n_u32(0);
+      hi[r] = vdupq_n_s32(0);
+    }
+    /* Rolled: unrolled, GCC 12 loads the group's 16 weight vectors and 16
+     * input vectors first and spills them to the stack. */
+#pragma GCC unroll 1
+    for (int q = 0; q < 4; ++q) { /* nibble bytes 16q..16q+15 of the group */
+      const uint8_t *xq = x + (size_t)g * (2 * kGroup) + 64 * q;
+      const uint8x16_t low_even = vld1q_u8(xq), low_odd = vld1q_u8(xq + 16);
+      const int8x16_t high_even = vld1q_s8((const int8_t *)xq + 32),
+                      high_odd = vld1q_s8((const int8_t *)xq + 48);
+      for (int r = 0; r < 4; ++r) {
+        const uint8_t *row = job->w4 + (size_t)(n + r) * job->w_stride;
+        const uint8x16_t bytes = vld1q_u8(row + (size_t)g * 64 + 16 * q);
+        uint8x16_t even = vandq_u8(bytes, low), odd = vshrq_n_u8(bytes, 4);
+        if (six) { /* as w6a8_block */
+          const uint8x16_t tops =
+              vld1q_u8(row + K / 2 + (size_t)g * 32 + 16 * (q % 2));
+          const uint8x16_t top_even = q < 2 ? vshlq_n_u8(tops, 4) : tops;
+          const uint8x16_t top_odd =
+              q < 2 ? vshlq_n_u8(tops, 2) : vshrq_n_u8(tops, 2);
+          even = vorrq_u8(even, vandq_u8(top_even, bits45));
+          odd = vorrq_u8(odd, vandq_u8(top_odd, bits45));
+        }
+        lo[r] = vdotq_u32(vdotq_u32(lo[r], even, low_even), odd, low_odd);
+        hi[r] =
+            vdotq_s32(vdotq_s32(hi[r], vreinterpretq_s8_u8(even), high_even),
+                      vreinterpretq_s8_u8(odd), high_odd);
+      }
+    }
+    for (int r = 0; r < 4; ++r) {
+      const size_t at = (size_t)(n + r) * job->s_stride + g;
+      const float scale = (float)job->group_scales[at];
+      const float zero = (float)job->group_zeros[at];
+      const int32x4_t dot =
+          vaddq_s32(vshlq_n_s32(hi[r], 8), vreinterpretq_s32_u32(lo[r]));
+      acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(dot), scale * input_scales[g]);
+      offset[r] += scale * zero * sums[g];
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    job->out[(size_t)t * job->out_stride + n + r] =
+        vaddvq_f32(acc[r]) - offset[r];
+}
+
 /* One task: a block of rows, 4 rows x 4 tokens at a time, then the last
  * tokens one by one (decode: one token). */
 #define SPARK_TASK(name, block)                                                \
@@ -198,6 +279,23 @@ SPARK_BLOCK w6a8_block(const sdot_job *job, int n, int t0, const int TT) {
 SPARK_TASK(w8a8_task, w8a8_block)
 SPARK_TASK(w4a8_task, w4a8_block)
 SPARK_TASK(w6a8_task, w6a8_block)
+
+/* w4a16 and w6a16: a block of rows, 4 at a time, each against every token
+ * (a decode step: one). */
+#define SPARK_A16_TASK(name, six)                                              \
+  static int name(void *user_context, int task, uint8_t *closure) {            \
+    (void)user_context;                                                        \
+    const sdot_job *job = (const sdot_job *)closure;                           \
+    const int n0 = task * kRowsPerTask;                                        \
+    const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;    \
+    for (int n = n0; n < n1; n += 4)                                           \
+      for (int t = 0; t < job->T; ++t)                                         \
+        a16_block(job, n, t, six);                                             \
+    return 0;                                                                  \
+  }
+
+SPARK_A16_TASK(w4a16_task, 0)
+SPARK_A16_TASK(w6a16_task, 1)
 
 /* Quantizes the inputs (w4a8: reordered per 32 elements), runs `task` over
  * blocks of rows, frees. */
@@ -287,4 +385,115 @@ int spark_sdot_linear_w6a8(halide_buffer_t *x, halide_buffer_t *w,
                   .w_stride = w->dim[1].stride,
                   .s_stride = scales->dim[1].stride};
   return run_sdot(x, input_scale, &job, 1, w6a8_task);
+}
+
+/* The T rows of x (f32 [K, T], any row stride) rounded to f16 (bf16: to
+ * bfloat16), taken per group of 128 as int16 multiples of a power of two
+ * (spark_int16_group, the rule of the x86 kernels), into *bytes
+ * ([T][K/128][4][64]: per 32 inputs the low bytes of the even-index ones,
+ * of the odd-index ones, then their high bytes in the same order, to meet
+ * the low and high nibbles of 16 weight bytes), *scales ([T][K/128]: the
+ * powers of two) and *sums (what each group's int16 stand for). Returns 0,
+ * or -1 with nothing allocated. */
+static int prepare_int16(const halide_buffer_t *x, int bf16, uint8_t **bytes,
+                         float **scales, float **sums) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
+  const int groups = K / kGroup;
+  const size_t cells = (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1);
+  *bytes = (uint8_t *)malloc(cells * 2 * kGroup);
+  *scales = (float *)malloc(sizeof(float) * cells);
+  *sums = (float *)malloc(sizeof(float) * cells);
+  if (!*bytes || !*scales || !*sums) {
+    free(*bytes);
+    free(*scales);
+    free(*sums);
+    return -1;
+  }
+  for (int t = 0; t < T; ++t)
+    for (int g = 0; g < groups; ++g) {
+      const float *from = (const float *)x->host + (size_t)t * xs + g * kGroup;
+      float v[kGroup];
+      int16_t q[kGroup];
+      for (int i = 0; i < kGroup; ++i)
+        v[i] = bf16 ? spark_round_bf16(from[i]) : (float)(__fp16)from[i];
+      int32_t total;
+      const size_t c = (size_t)t * groups + g;
+      (*scales)[c] = spark_int16_group(v, kGroup, q, &total);
+      (*sums)[c] = (float)total * (*scales)[c];
+      uint8_t *to = *bytes + c * 2 * kGroup;
+      for (int i = 0; i < kGroup; ++i) {
+        uint8_t *at = to + 64 * (i / 32) + 16 * (i % 2) + (i % 32) / 2;
+        at[0] = (uint8_t)((uint16_t)q[i] & 0xff);
+        at[32] = (uint8_t)((uint16_t)q[i] >> 8);
+      }
+    }
+  return 0;
+}
+
+/* w4a16 (six: w6a16) with the inputs rounded to f16 (bf16), taken as int16. */
+static int a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
+               halide_buffer_t *zeros, halide_buffer_t *out, int bf16,
+               int six) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (N % SPARK_MK_ROWS != 0 ||
+      (six ? !spark_six_bit_rows_fit(x, w, scales, zeros, out, kGroup)
+           : !spark_grouped_rows_fit(x, w, scales, zeros, out, kGroup,
+                                     SPARK_MK_ROWS)))
+    return -1;
+  uint8_t *bytes;
+  float *input_scales, *sums;
+  if (prepare_int16(x, bf16, &bytes, &input_scales, &sums) != 0)
+    return -1;
+  sdot_job job = {.w4 = (const uint8_t *)w->host,
+                  .group_scales = (const __fp16 *)scales->host,
+                  .out = (float *)out->host,
+                  .K = K,
+                  .N = N,
+                  .T = T,
+                  .out_stride = out->dim[1].stride,
+                  .group_zeros = (const __fp16 *)zeros->host,
+                  .group_sums = sums,
+                  .w_stride = w->dim[1].stride,
+                  .s_stride = scales->dim[1].stride,
+                  .x16 = bytes,
+                  .x16_scales = input_scales};
+  const int rc =
+      halide_do_par_for(NULL, six ? w6a16_task : w4a16_task, 0,
+                        (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
+  free(bytes);
+  free(input_scales);
+  free(sums);
+  return rc;
+}
+
+/* w4a16 with f16 (bf16) inputs: x f32 [K, T], w u8 [K/2, N] (dense or
+ * grouped rows), scales and zeros f16 [K/128, N], out f32 [N, T]; out = sum
+ * over groups of scale * sum_k (code - zero) * the input rounded to f16
+ * (bf16), each input taken as an int16 multiple of its group's power of
+ * two. */
+int spark_sdot_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
+                                 halide_buffer_t *scales,
+                                 halide_buffer_t *zeros, halide_buffer_t *out) {
+  return a16(x, w, scales, zeros, out, 0, 0);
+}
+
+int spark_sdot_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
+                                  halide_buffer_t *scales,
+                                  halide_buffer_t *zeros,
+                                  halide_buffer_t *out) {
+  return a16(x, w, scales, zeros, out, 1, 0);
+}
+
+/* w6a16: as w4a16, with 6-bit codes (w u8 [3K/4, N], spark_six_bit_top). */
+int spark_sdot_linear_w6a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
+                                 halide_buffer_t *scales,
+                                 halide_buffer_t *zeros, halide_buffer_t *out) {
+  return a16(x, w, scales, zeros, out, 0, 1);
+}
+
+int spark_sdot_linear_w6a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
+                                  halide_buffer_t *scales,
+                                  halide_buffer_t *zeros,
+                                  halide_buffer_t *out) {
+  return a16(x, w, scales, zeros, out, 1, 1);
 }

@@ -71,37 +71,6 @@ static inline int spark_prepare_inputs(const halide_buffer_t *x, int rounding,
   return 0;
 }
 
-/* The power of two of a group whose largest magnitude is `largest`: the
- * least e with 2^e >= largest / 32767, and at least -126, so that 2^-e stays
- * finite for groups of tiny values (all below 2^-112: they keep 14 bits). */
-static inline int spark_int16_exponent(float largest) {
-  int exponent = 0;
-  if (largest > 0.0f)
-    frexpf(largest / 32767.0f, &exponent); /* 2^exponent >= largest / 32767 */
-  return exponent < -126 ? -126 : exponent;
-}
-
-/* The inputs of one scaling group (G rounded bf16 or f16 values v) as int16
- * multiples of a power of two, 2^ceil(log2(max |v| / 32767)), into q; returns
- * the power of two and, in *total, the sum of the int16 values. Every value
- * within 2^8 (bf16) or 2^5 (f16) of the group's largest is exact, a smaller
- * one is off by at most half the power of two. */
-static inline float spark_int16_group(const float *v, int G, int16_t *q,
-                                      int32_t *total) {
-  float largest = 0.0f;
-  for (int i = 0; i < G; ++i)
-    largest = fmaxf(largest, fabsf(v[i]));
-  const int exponent = spark_int16_exponent(largest);
-  const float inverse = ldexpf(1.0f, -exponent);
-  int32_t sum = 0;
-  for (int i = 0; i < G; ++i) {
-    q[i] = (int16_t)nearbyintf(v[i] * inverse);
-    sum += q[i];
-  }
-  *total = sum;
-  return ldexpf(1.0f, exponent);
-}
-
 /* 16-bit inputs as int16 (spark_prepare_int16). */
 typedef struct spark_int16_inputs {
   int16_t *values; /* [T][K] (4-bit: in the order of spark_prepare_inputs) */
