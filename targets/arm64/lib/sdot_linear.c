@@ -197,65 +197,93 @@ SPARK_BLOCK w6a8_block(const sdot_job *job, int n, int t0, const int TT) {
  * scaled once per group by its scale times the inputs' power of two. The
  * zero points come off as scale x zero x what the group's inputs stand for.
  * One token at a time: each 16 input bytes serve the 4 rows. */
+/* Four f16 (f32) values from p, the last 4 - count of them zero. */
+static inline float32x4_t four_halves(const __fp16 *p, int count) {
+  if (count == 4)
+    return vcvt_f32_f16(vld1_f16(p));
+  __fp16 part[4] = {0, 0, 0, 0};
+  for (int i = 0; i < count; ++i)
+    part[i] = p[i];
+  return vcvt_f32_f16(vld1_f16(part));
+}
+
+static inline float32x4_t four_floats(const float *p, int count) {
+  if (count == 4)
+    return vld1q_f32(p);
+  float part[4] = {0, 0, 0, 0};
+  for (int i = 0; i < count; ++i)
+    part[i] = p[i];
+  return vld1q_f32(part);
+}
+
 SPARK_BLOCK a16_block(const sdot_job *job, int n, int t, const int six) {
   const int K = job->K, groups = K / kGroup;
   const uint8x16_t low = vdupq_n_u8(0x0f), bits45 = vdupq_n_u8(0x30);
   const uint8_t *x = job->x16 + (size_t)t * groups * (2 * kGroup);
   const float *input_scales = job->x16_scales + (size_t)t * groups;
   const float *sums = job->group_sums + (size_t)t * groups;
-  float32x4_t acc[4];
-  float offset[4];
-  for (int r = 0; r < 4; ++r) {
-    acc[r] = vdupq_n_f32(0.0f);
-    offset[r] = 0.0f;
-  }
-  for (int g = 0; g < groups; ++g) {
-    uint32x4_t lo[4];
-    int32x4_t hi[4];
+  float32x4_t acc[4], offset[4];
+  for (int r = 0; r < 4; ++r)
+    acc[r] = offset[r] = vdupq_n_f32(0.0f);
+  /* Four groups at a time: their factors (scale times the inputs' power of
+   * two) and zero-point terms as vectors. */
+  for (int g0 = 0; g0 < groups; g0 += 4) {
+    const int count = groups - g0 < 4 ? groups - g0 : 4;
+    const float32x4_t powers = four_floats(input_scales + g0, count),
+                      stand_for = four_floats(sums + g0, count);
+    float factor[4][4];
     for (int r = 0; r < 4; ++r) {
-      lo[r] = vdupq_n_u32(0);
-      hi[r] = vdupq_n_s32(0);
+      const size_t at = (size_t)(n + r) * job->s_stride + g0;
+      const float32x4_t scale = four_halves(job->group_scales + at, count),
+                        zero = four_halves(job->group_zeros + at, count);
+      vst1q_f32(factor[r], vmulq_f32(scale, powers));
+      offset[r] = vfmaq_f32(offset[r], vmulq_f32(scale, zero), stand_for);
     }
-    /* Rolled: unrolled, GCC 12 loads the group's 16 weight vectors and 16
-     * input vectors first and spills them to the stack. */
-#pragma GCC unroll 1
-    for (int q = 0; q < 4; ++q) { /* nibble bytes 16q..16q+15 of the group */
-      const uint8_t *xq = x + (size_t)g * (2 * kGroup) + 64 * q;
-      const uint8x16_t low_even = vld1q_u8(xq), low_odd = vld1q_u8(xq + 16);
-      const int8x16_t high_even = vld1q_s8((const int8_t *)xq + 32),
-                      high_odd = vld1q_s8((const int8_t *)xq + 48);
+    for (int j = 0; j < count; ++j) {
+      const int g = g0 + j;
+      uint32x4_t lo[4];
+      int32x4_t hi[4];
       for (int r = 0; r < 4; ++r) {
-        const uint8_t *row = job->w4 + (size_t)(n + r) * job->w_stride;
-        const uint8x16_t bytes = vld1q_u8(row + (size_t)g * 64 + 16 * q);
-        uint8x16_t even = vandq_u8(bytes, low), odd = vshrq_n_u8(bytes, 4);
-        if (six) { /* as w6a8_block */
-          const uint8x16_t tops =
-              vld1q_u8(row + K / 2 + (size_t)g * 32 + 16 * (q % 2));
-          const uint8x16_t top_even = q < 2 ? vshlq_n_u8(tops, 4) : tops;
-          const uint8x16_t top_odd =
-              q < 2 ? vshlq_n_u8(tops, 2) : vshrq_n_u8(tops, 2);
-          even = vorrq_u8(even, vandq_u8(top_even, bits45));
-          odd = vorrq_u8(odd, vandq_u8(top_odd, bits45));
-        }
-        lo[r] = vdotq_u32(vdotq_u32(lo[r], even, low_even), odd, low_odd);
-        hi[r] =
-            vdotq_s32(vdotq_s32(hi[r], vreinterpretq_s8_u8(even), high_even),
-                      vreinterpretq_s8_u8(odd), high_odd);
+        lo[r] = vdupq_n_u32(0);
+        hi[r] = vdupq_n_s32(0);
       }
-    }
-    for (int r = 0; r < 4; ++r) {
-      const size_t at = (size_t)(n + r) * job->s_stride + g;
-      const float scale = (float)job->group_scales[at];
-      const float zero = (float)job->group_zeros[at];
-      const int32x4_t dot =
-          vaddq_s32(vshlq_n_s32(hi[r], 8), vreinterpretq_s32_u32(lo[r]));
-      acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(dot), scale * input_scales[g]);
-      offset[r] += scale * zero * sums[g];
+      /* Rolled: unrolled, GCC 12 loads the group's 16 weight vectors and 16
+       * input vectors first and spills them to the stack. */
+#pragma GCC unroll 1
+      for (int q = 0; q < 4; ++q) { /* nibble bytes 16q..16q+15 */
+        const uint8_t *xq = x + (size_t)g * (2 * kGroup) + 64 * q;
+        const uint8x16_t low_even = vld1q_u8(xq), low_odd = vld1q_u8(xq + 16);
+        const int8x16_t high_even = vld1q_s8((const int8_t *)xq + 32),
+                        high_odd = vld1q_s8((const int8_t *)xq + 48);
+        for (int r = 0; r < 4; ++r) {
+          const uint8_t *row = job->w4 + (size_t)(n + r) * job->w_stride;
+          const uint8x16_t bytes = vld1q_u8(row + (size_t)g * 64 + 16 * q);
+          uint8x16_t even = vandq_u8(bytes, low), odd = vshrq_n_u8(bytes, 4);
+          if (six) { /* as w6a8_block */
+            const uint8x16_t tops =
+                vld1q_u8(row + K / 2 + (size_t)g * 32 + 16 * (q % 2));
+            const uint8x16_t top_even = q < 2 ? vshlq_n_u8(tops, 4) : tops;
+            const uint8x16_t top_odd =
+                q < 2 ? vshlq_n_u8(tops, 2) : vshrq_n_u8(tops, 2);
+            even = vorrq_u8(even, vandq_u8(top_even, bits45));
+            odd = vorrq_u8(odd, vandq_u8(top_odd, bits45));
+          }
+          lo[r] = vdotq_u32(vdotq_u32(lo[r], even, low_even), odd, low_odd);
+          hi[r] =
+              vdotq_s32(vdotq_s32(hi[r], vreinterpretq_s8_u8(even), high_even),
+                        vreinterpretq_s8_u8(odd), high_odd);
+        }
+      }
+      for (int r = 0; r < 4; ++r) {
+        const int32x4_t dot =
+            vmlaq_n_s32(vreinterpretq_s32_u32(lo[r]), hi[r], 256);
+        acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(dot), factor[r][j]);
+      }
     }
   }
   for (int r = 0; r < 4; ++r)
     job->out[(size_t)t * job->out_stride + n + r] =
-        vaddvq_f32(acc[r]) - offset[r];
+        vaddvq_f32(acc[r]) - vaddvq_f32(offset[r]);
 }
 
 /* One task: a block of rows, 4 rows x 4 tokens at a time, then the last
