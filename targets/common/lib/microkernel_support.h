@@ -226,14 +226,30 @@ static inline float spark_round_bf16(float x) {
   return v.f;
 }
 
-/* The power of two of a group whose largest magnitude is `largest`: the
- * least e with 2^e >= largest / 32767, and at least -126, so that 2^-e stays
- * finite for groups of tiny values (all below 2^-112: they keep 14 bits). */
+/* 2^e for e in [-126, 127], from its bits (Hexagon's small libc has no
+ * ldexpf). */
+static inline float spark_pow2f(int e) {
+  union {
+    uint32_t u;
+    float f;
+  } v = {(uint32_t)(e + 127) << 23};
+  return v.f;
+}
+
+/* The power of two of a group whose largest magnitude is `largest`: the e of
+ * largest / 32767 = m x 2^e with m in [0.5, 1) (frexpf's; 2^e >= largest /
+ * 32767), at least -126, so that 2^-e stays finite for groups of tiny values
+ * (all below 2^-112: they keep 14 bits); 0 when largest / 32767 is 0. Read from
+ * the float's exponent field, as frexpf would give it. */
 static inline int spark_int16_exponent(float largest) {
-  int exponent = 0;
-  if (largest > 0.0f)
-    frexpf(largest / 32767.0f, &exponent); /* 2^exponent >= largest / 32767 */
-  return exponent < -126 ? -126 : exponent;
+  union {
+    float f;
+    uint32_t u;
+  } v = {largest / 32767.0f};
+  if (!(v.f > 0.0f)) /* frexpf of 0 (largest 0, or below 2^-135) */
+    return 0;
+  const int exponent = (int)((v.u >> 23) & 0xff) - 126; /* subnormal: -126 */
+  return exponent < -126 ? -126 : exponent > 126 ? 126 : exponent;
 }
 
 /* The inputs of one scaling group (G rounded bf16 or f16 values v) as int16
@@ -247,14 +263,14 @@ static inline float spark_int16_group(const float *v, int G, int16_t *q,
   for (int i = 0; i < G; ++i)
     largest = fmaxf(largest, fabsf(v[i]));
   const int exponent = spark_int16_exponent(largest);
-  const float inverse = ldexpf(1.0f, -exponent);
+  const float inverse = spark_pow2f(-exponent);
   int32_t sum = 0;
   for (int i = 0; i < G; ++i) {
     q[i] = (int16_t)nearbyintf(v[i] * inverse);
     sum += q[i];
   }
   *total = sum;
-  return ldexpf(1.0f, exponent);
+  return spark_pow2f(exponent);
 }
 
 /* Reorders each `span` consecutive codes of row[0, K) into the even-index

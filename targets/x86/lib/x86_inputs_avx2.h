@@ -82,9 +82,9 @@ static inline int spark_prepare_int16_avx2(const halide_buffer_t *x,
       m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
       /* spark_int16_group's power of two */
       const int e = spark_int16_exponent(_mm_cvtss_f32(m));
-      const __m256 inverse = _mm256_set1_ps(ldexpf(1.0f, -e));
+      const __m256 inverse = _mm256_set1_ps(spark_pow2f(-e));
       const size_t c = (size_t)t * groups + g;
-      in->scales[c] = ldexpf(1.0f, e);
+      in->scales[c] = spark_pow2f(e);
       if (!four_bit) {
         int16_t *values = in->values + c * G;
         for (int i = 0; i < G / 8; ++i) {

@@ -127,9 +127,9 @@ static inline int spark_prepare_int16_avx512(const halide_buffer_t *x,
       }
       /* spark_int16_group's power of two */
       const int e = spark_int16_exponent(_mm512_reduce_max_ps(largest));
-      const __m512 inverse = _mm512_set1_ps(ldexpf(1.0f, -e));
+      const __m512 inverse = _mm512_set1_ps(spark_pow2f(-e));
       const size_t c = (size_t)t * groups + g;
-      in->scales[c] = ldexpf(1.0f, e);
+      in->scales[c] = spark_pow2f(e);
       if (!four_bit) {
         int16_t *values = in->values + c * SPARK_AVX512_GROUP;
         for (int i = 0; i < 8; ++i)
