@@ -141,16 +141,27 @@ class CrossTargets(test_e2e.EndToEnd):
         # and 136.7 dB; with the top bits' shifts swapped 0.4 dB.
         self.assertHeadRowsMatchHalide("arm64-mini-head6-a8", "w4a8", "int6")
 
+    def wide_checkpoint(self):
+        """A two-layer mini of hidden size 640: five groups of 128 a row."""
+        wide = os.path.join(self.tmp, "wide-ckpt")
+        if not os.path.exists(wide):
+            run([tool("spark-mkmodel"), "--preset", "mini", "--hidden-size", "640",
+                 "--layers", "2", "--dtype", "f32", "-o", wide])
+        return wide
+
+    def test_arm64_four_bit_int8_input_rows_match_halide(self):
+        # w4a8's sdot rows (4-bit symmetric groups, each sum started at -8 x
+        # the group's input code sum), 4 x 4 tiles and 4 x 1.
+        self.assertHeadRowsMatchHalide("arm64-wide-head4-a8", "w4a8", "int4",
+                                       self.wide_checkpoint())
+
     def test_arm64_sixteen_bit_input_rows_match_halide(self):
         # w4a16 and w6a16 with f16 inputs taken as int16 (udot on the low
         # bytes, sdot on the high ones), on a two-layer mini of hidden size
         # 640: five groups of 128 a row, so the rows' four groups at a time
         # and a last one. Measured 96.7 / 98.3 dB (4-bit) and 96.5 / 97.9 dB
         # (6-bit) for the 40- and 1-token prompts.
-        self.require("arm64")
-        wide = os.path.join(self.tmp, "wide-ckpt")
-        run([tool("spark-mkmodel"), "--preset", "mini", "--hidden-size", "640", "--layers",
-             "2", "--dtype", "f32", "-o", wide])
+        wide = self.wide_checkpoint()
         self.assertHeadRowsMatchHalide("arm64-wide-head4-a16", "w4a16", "int4", wide)
         self.assertHeadRowsMatchHalide("arm64-wide-head6-a16", "w4a16", "int6", wide)
 

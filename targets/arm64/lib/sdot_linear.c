@@ -12,7 +12,9 @@
  *   w8a8: weight rows straight from the pack times the input codes; exact
  *         int32 sums, scaled once per row and token.
  *   w4a8: each 16-byte load holds 32 codes; low nibbles are the even
- *         elements, high nibbles the odd ones; (code - 8) is a signed byte.
+ *         elements, high nibbles the odd ones; the codes 0..15 are signed
+ *         bytes as they are, the -8 comes off through the group's sum of
+ *         input codes (each sum starts at -8 x it).
  *         The input codes of each group are reordered once per call into
  *         [even 16 | odd 16] per 32 elements to meet them. Each group's int32
  *         sums are scaled by its f16 scale into f32 accumulators.
@@ -55,7 +57,8 @@ typedef struct sdot_job {
   float *out;                   /* [T][out_stride] */
   int K, N, T, out_stride;
   /* w6a8: rows `w_stride` bytes apart, f16 zero points as the scales (rows
-   * `s_stride` apart), each token's sums of input codes per group */
+   * `s_stride` apart); w4a8, w6a8 (w4a16, w6a16: of the int16 inputs):
+   * each token's sums of input codes per group */
   const __fp16 *group_zeros;
   const float *group_sums; /* [T][K/128] */
   int w_stride, s_stride;
@@ -96,23 +99,30 @@ SPARK_BLOCK w8a8_block(const sdot_job *job, int n, int t0, const int TT) {
 SPARK_BLOCK w4a8_block(const sdot_job *job, int n, int t0, const int TT) {
   const int K = job->K, groups = K / kGroup;
   const uint8x16_t low = vdupq_n_u8(0x0f);
-  const int8x16_t eight = vdupq_n_s8(8);
   float32x4_t acc[4][4];
   for (int r = 0; r < 4; ++r)
     for (int t = 0; t < TT; ++t)
       acc[r][t] = vdupq_n_f32(0.0f);
   for (int g = 0; g < groups; ++g) {
+    /* The sums start at -8 x the group's sum of input codes (-2 x it in
+     * each lane), so that the nibbles 0..15 multiply the codes as they are
+     * and the lanes add up to the sum over (nibble - 8) x code, exactly. */
     int32x4_t dot[4][4];
-    for (int r = 0; r < 4; ++r)
-      for (int t = 0; t < TT; ++t)
-        dot[r][t] = vdupq_n_s32(0);
+    for (int t = 0; t < TT; ++t) {
+      const int32x4_t start = vdupq_n_s32(
+          -2 * (int32_t)job->group_sums[(size_t)(t0 + t) * groups + g]);
+      for (int r = 0; r < 4; ++r)
+        dot[r][t] = start;
+    }
+    /* Rolled: unrolled, GCC 12 spills the 4 x 4 tile's sums. */
+#pragma GCC unroll 1
     for (int c = 0; c < kGroup; c += 32) {
       int8x16_t even[4], odd[4];
       for (int r = 0; r < 4; ++r) {
         uint8x16_t bytes = vld1q_u8(job->w4 + (size_t)(n + r) * (K / 2) +
                                     (size_t)(g * kGroup + c) / 2);
-        even[r] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(bytes, low)), eight);
-        odd[r] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(bytes, 4)), eight);
+        even[r] = vreinterpretq_s8_u8(vandq_u8(bytes, low));
+        odd[r] = vreinterpretq_s8_u8(vshrq_n_u8(bytes, 4));
       }
       for (int t = 0; t < TT; ++t) {
         const int8_t *x = job->codes + (size_t)(t0 + t) * K + g * kGroup + c;
@@ -333,9 +343,9 @@ static int run_sdot(halide_buffer_t *x, float input_scale, sdot_job *job,
   float *token_scales;
   if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
     return -1;
-  /* w6a8: each group's sum of input codes, before the reordering */
+  /* w4a8, w6a8: each group's sum of input codes, before the reordering */
   float *sums = NULL;
-  if (job->group_zeros) {
+  if (reorder) {
     const int groups = job->K / kGroup;
     sums = (float *)malloc(sizeof(float) * (size_t)(job->T > 0 ? job->T : 1) *
                            (size_t)groups);
