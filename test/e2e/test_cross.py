@@ -156,14 +156,15 @@ class CrossTargets(test_e2e.EndToEnd):
                                        self.wide_checkpoint())
 
     def test_arm64_sixteen_bit_input_rows_match_halide(self):
-        # w4a16 and w6a16 with f16 inputs taken as int16 (udot on the low
-        # bytes, sdot on the high ones), on a two-layer mini of hidden size
+        # w4a16, w6a16 and w8a16 with f16 inputs taken as int16 (udot on the
+        # low bytes, sdot on the high ones), on a two-layer mini of hidden size
         # 640: five groups of 128 a row, so the rows' four groups at a time
         # and a last one. Measured 96.7 / 98.3 dB (4-bit) and 96.5 / 97.9 dB
         # (6-bit) for the 40- and 1-token prompts.
         wide = self.wide_checkpoint()
         self.assertHeadRowsMatchHalide("arm64-wide-head4-a16", "w4a16", "int4", wide)
         self.assertHeadRowsMatchHalide("arm64-wide-head6-a16", "w4a16", "int6", wide)
+        self.assertHeadRowsMatchHalide("arm64-wide-head8-a16", "w8a16", "int8", wide)
 
     def test_arm64_f16_caches_of_mini(self):
         # --kv-cache=f16: Halide's attention kernel reads the 16-bit caches

@@ -22,14 +22,19 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   static const Microkernel w6a8 = {"spark_sdot_linear_w6a8", "sdot_linear.c",
                                    flags};
   // 4- and 6-bit asymmetric groups of 128 with f16 (the arm64 default) or
-  // bf16 inputs, taken as int16 split into bytes: udot with the low bytes,
-  // sdot with the high ones.
+  // bf16 inputs, taken as int16 split into bytes (per group of 128 inputs):
+  // udot with the low bytes, sdot with the high ones.
   static const Microkernel w4a16[] = {
       {"spark_sdot_linear_w4a16_xbf16", "sdot_linear.c", flags},
       {"spark_sdot_linear_w4a16_xf16", "sdot_linear.c", flags}};
   static const Microkernel w6a16[] = {
       {"spark_sdot_linear_w6a16_xbf16", "sdot_linear.c", flags},
       {"spark_sdot_linear_w6a16_xf16", "sdot_linear.c", flags}};
+  // int8 codes with 16-bit inputs (w8a16): sdot with the high bytes, udot
+  // of the codes plus 128 with the low ones.
+  static const Microkernel w8a16[] = {
+      {"spark_sdot_linear_w8a16_xbf16", "sdot_linear.c", flags},
+      {"spark_sdot_linear_w8a16_xf16", "sdot_linear.c", flags}};
   if (!variant.int8Dot || spec.out % SPARK_MK_ROWS != 0)
     return nullptr;
   const bool groupsOf128 = spec.kind == KernelKind::Linear && spec.group &&
@@ -46,6 +51,10 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   }
   if (a16 && spec.codeBits == 4)
     return &w4a16[f16];
+  if (spec.kind == KernelKind::Linear && spec.weightType == DType::I8 &&
+      !spec.group && !spec.inputBits && spec.in % SPARK_MK_GROUP == 0 &&
+      (spec.inputType == DType::BF16 || spec.inputType == DType::F16))
+    return &w8a16[f16];
   if (spec.isInt8Linear(false) && spec.in % SPARK_MK_SDOT_DEPTH == 0)
     return &w8a8;
   if (spec.isInt8Linear(true) && spec.group == SPARK_MK_GROUP)

@@ -1,6 +1,6 @@
 /* sdot_linear.c - NEON dot-product kernels for int8-activation builds (w8a8,
- * w4a8) and for 4- and 6-bit weights with 16-bit activations (w4a16) on
- * arm64.
+ * w4a8) and for 16-bit-activation builds (w8a16, w4a16 with its 4- and 6-bit
+ * groups) on arm64.
  *
  * Same interface as the Halide linear kernels with int8 inputs:
  *   w8a8: (x f32 [K, T], w s8 [K, N], scales f32 [N], out f32 [N, T])
@@ -32,9 +32,13 @@
  *         multiples of a power of two (spark_int16_group, as on x86), split
  *         into low bytes (unsigned, udot with the codes) and high bytes
  *         (signed, sdot); the zero point comes off as for w6a8.
+ *   w8a16: (x f32 [K, T], w s8 [K, N], scales f32 [N], out f32 [N, T]):
+ *         the inputs as for w4a16, in their order; sdot of the codes with
+ *         the high bytes, udot of the codes plus 128 with the low bytes,
+ *         each group's sums started at -128 x its sum of low bytes.
  * Each task takes a block of rows; 4 rows x 4 tokens at a time (16
- * accumulators in registers), the last tokens and decode 4 rows x 1 (w4a16,
- * w6a16: 4 rows x 1 token, every token in turn).
+ * accumulators in registers), the last tokens and decode 4 rows x 1 (w8a16,
+ * w4a16, w6a16: 4 rows x 1 token, every token in turn).
  * Needs K % 16 == 0 (w8a8) or K % 128 == 0 (the others), and N % 4 == 0.
  * Compiled with -march=armv8.2-a+dotprod; entered only when the kernel's
  * hwcaps report ASIMDDP. */
@@ -296,6 +300,68 @@ SPARK_BLOCK a16_block(const sdot_job *job, int n, int t, const int six) {
         vaddvq_f32(acc[r]) - vaddvq_f32(offset[r]);
 }
 
+/* w8a16: rows n..n+3 times token t, the inputs as int16 (prepare_int16,
+ * int8 weights): per 16 weight bytes of a row one sdot of the codes with
+ * the high bytes (signed) and one udot of the codes plus 128 (an exclusive
+ * or of the sign bit) with the low bytes (unsigned), whose sums start at
+ * -128 x the group's sum of low bytes (-32 x it a lane) so that they come
+ * out exact for the codes; high * 256 + low scaled once per group by the
+ * inputs' power of two, the row by its scale at the end. */
+SPARK_BLOCK w8a16_block(const sdot_job *job, int n, int t) {
+  const int K = job->K, groups = K / kGroup;
+  const uint8x16_t sign = vdupq_n_u8(0x80);
+  const uint8_t *x = job->x16 + (size_t)t * groups * (2 * kGroup);
+  const float *powers = job->x16_scales + (size_t)t * groups;
+  const float *low_sums = job->group_sums + (size_t)t * groups;
+  float32x4_t acc[4];
+  for (int r = 0; r < 4; ++r)
+    acc[r] = vdupq_n_f32(0.0f);
+  for (int g = 0; g < groups; ++g) {
+    const uint32x4_t start =
+        vreinterpretq_u32_s32(vdupq_n_s32(-32 * (int32_t)low_sums[g]));
+    uint32x4_t lo[4];
+    int32x4_t hi[4];
+    for (int r = 0; r < 4; ++r) {
+      lo[r] = start;
+      hi[r] = vdupq_n_s32(0);
+    }
+#pragma GCC unroll 1
+    for (int q = 0; q < 4; ++q) { /* inputs 32q..32q+31 of the group */
+      const uint8_t *xq = x + (size_t)g * (2 * kGroup) + 64 * q;
+      const uint8x16_t low0 = vld1q_u8(xq), low1 = vld1q_u8(xq + 16);
+      const int8x16_t high0 = vld1q_s8((const int8_t *)xq + 32),
+                      high1 = vld1q_s8((const int8_t *)xq + 48);
+      for (int r = 0; r < 4; ++r) {
+        const int8_t *w = job->w8 + (size_t)(n + r) * K + g * kGroup + 32 * q;
+        const int8x16_t w0 = vld1q_s8(w), w1 = vld1q_s8(w + 16);
+        hi[r] = vdotq_s32(vdotq_s32(hi[r], w0, high0), w1, high1);
+        lo[r] = vdotq_u32(
+            vdotq_u32(lo[r], veorq_u8(vreinterpretq_u8_s8(w0), sign), low0),
+            veorq_u8(vreinterpretq_u8_s8(w1), sign), low1);
+      }
+    }
+    for (int r = 0; r < 4; ++r) {
+      const int32x4_t dot =
+          vmlaq_n_s32(vreinterpretq_s32_u32(lo[r]), hi[r], 256);
+      acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(dot), powers[g]);
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    job->out[(size_t)t * job->out_stride + n + r] =
+        vaddvq_f32(acc[r]) * job->scales[n + r];
+}
+
+static int w8a16_task(void *user_context, int task, uint8_t *closure) {
+  (void)user_context;
+  const sdot_job *job = (const sdot_job *)closure;
+  const int n0 = task * kRowsPerTask;
+  const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
+  for (int n = n0; n < n1; n += 4)
+    for (int t = 0; t < job->T; ++t)
+      w8a16_block(job, n, t);
+  return 0;
+}
+
 /* One task: a block of rows, 4 rows x 4 tokens at a time, then the last
  * tokens one by one (decode: one token). */
 #define SPARK_TASK(name, block)                                                \
@@ -428,13 +494,14 @@ int spark_sdot_linear_w6a8(halide_buffer_t *x, halide_buffer_t *w,
 /* The T rows of x (f32 [K, T], any row stride) rounded to f16 (bf16: to
  * bfloat16), taken per group of 128 as int16 multiples of a power of two
  * (spark_int16_group, the rule of the x86 kernels), into *bytes
- * ([T][K/128][4][64]: per 32 inputs the low bytes of the even-index ones,
- * of the odd-index ones, then their high bytes in the same order, to meet
- * the low and high nibbles of 16 weight bytes), *scales ([T][K/128]: the
- * powers of two) and *sums (what each group's int16 stand for). Returns 0,
- * or -1 with nothing allocated. */
-static int prepare_int16(const halide_buffer_t *x, int bf16, uint8_t **bytes,
-                         float **scales, float **sums) {
+ * ([T][K/128][4][64]: per 32 inputs their low bytes, then their high bytes;
+ * for 4-bit weights the even-index ones, then the odd-index ones, to meet
+ * the low and high nibbles of 16 weight bytes; for int8 weights (`int8`) in
+ * their order), *scales ([T][K/128]: the powers of two) and *sums (4-bit:
+ * what each group's int16 stand for; int8: the sum of its low bytes).
+ * Returns 0, or -1 with nothing allocated. */
+static int prepare_int16(const halide_buffer_t *x, int bf16, int int8,
+                         uint8_t **bytes, float **scales, float **sums) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
   const int groups = K / kGroup;
   const size_t cells = (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1);
@@ -459,11 +526,16 @@ static int prepare_int16(const halide_buffer_t *x, int bf16, uint8_t **bytes,
       (*scales)[c] = spark_int16_group(v, kGroup, q, &total);
       (*sums)[c] = (float)total * (*scales)[c];
       uint8_t *to = *bytes + c * 2 * kGroup;
+      int32_t low_bytes = 0;
       for (int i = 0; i < kGroup; ++i) {
-        uint8_t *at = to + 64 * (i / 32) + 16 * (i % 2) + (i % 32) / 2;
+        uint8_t *at =
+            to + 64 * (i / 32) + (int8 ? i % 32 : 16 * (i % 2) + (i % 32) / 2);
         at[0] = (uint8_t)((uint16_t)q[i] & 0xff);
         at[32] = (uint8_t)((uint16_t)q[i] >> 8);
+        low_bytes += at[0];
       }
+      if (int8)
+        (*sums)[c] = (float)low_bytes; /* at most 128 x 255: exact */
     }
   return 0;
 }
@@ -480,7 +552,7 @@ static int a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
     return -1;
   uint8_t *bytes;
   float *input_scales, *sums;
-  if (prepare_int16(x, bf16, &bytes, &input_scales, &sums) != 0)
+  if (prepare_int16(x, bf16, 0, &bytes, &input_scales, &sums) != 0)
     return -1;
   sdot_job job = {.w4 = (const uint8_t *)w->host,
                   .group_scales = (const __fp16 *)scales->host,
@@ -534,4 +606,48 @@ int spark_sdot_linear_w6a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
                                   halide_buffer_t *zeros,
                                   halide_buffer_t *out) {
   return a16(x, w, scales, zeros, out, 1, 1);
+}
+
+/* w8a16 with f16 (bf16) inputs: x f32 [K, T], w s8 [K, N], scales f32 [N],
+ * out f32 [N, T]; out = scale * sum_k code * the input rounded to f16
+ * (bf16), each input taken as an int16 multiple of its group's power of
+ * two (groups of 128). */
+static int w8a16(halide_buffer_t *x, halide_buffer_t *w,
+                 halide_buffer_t *scales, halide_buffer_t *out, int bf16) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (!spark_linear_fits(x, w, out, 1, kGroup, SPARK_MK_ROWS))
+    return -1;
+  uint8_t *bytes;
+  float *powers, *low_sums;
+  if (prepare_int16(x, bf16, 1, &bytes, &powers, &low_sums) != 0)
+    return -1;
+  sdot_job job = {.w8 = (const int8_t *)w->host,
+                  .scales = (const float *)scales->host,
+                  .out = (float *)out->host,
+                  .K = K,
+                  .N = N,
+                  .T = T,
+                  .out_stride = out->dim[1].stride,
+                  .group_sums = low_sums,
+                  .x16 = bytes,
+                  .x16_scales = powers};
+  const int rc =
+      halide_do_par_for(NULL, w8a16_task, 0,
+                        (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
+  free(bytes);
+  free(powers);
+  free(low_sums);
+  return rc;
+}
+
+int spark_sdot_linear_w8a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
+                                 halide_buffer_t *scales,
+                                 halide_buffer_t *out) {
+  return w8a16(x, w, scales, out, 0);
+}
+
+int spark_sdot_linear_w8a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
+                                  halide_buffer_t *scales,
+                                  halide_buffer_t *out) {
+  return w8a16(x, w, scales, out, 1);
 }
