@@ -61,13 +61,14 @@ typedef struct sdot_job {
   float *out;                   /* [T][out_stride] */
   int K, N, T, out_stride;
   /* w6a8: rows `w_stride` bytes apart, f16 zero points as the scales (rows
-   * `s_stride` apart); w4a8, w6a8 (w4a16, w6a16: of the int16 inputs):
-   * each token's sums of input codes per group */
+   * `s_stride` apart); per token and group, w4a8, w6a8: the sum of the input
+   * codes; w4a16, w6a16: what the int16 inputs stand for; w8a16: the sum of
+   * their low bytes */
   const __fp16 *group_zeros;
   const float *group_sums; /* [T][K/128] */
   int w_stride, s_stride;
-  /* w4a16, w6a16: the inputs as int16 (prepare_int16), and per token and
-   * group the power of two they are multiples of */
+  /* w4a16, w6a16, w8a16: the inputs as int16 (prepare_int16), and per
+   * token and group the power of two they are multiples of */
   const uint8_t *x16;
   const float *x16_scales; /* [T][K/128] */
 } sdot_job;
@@ -203,14 +204,6 @@ SPARK_BLOCK w6a8_block(const sdot_job *job, int n, int t0, const int TT) {
           (vaddvq_f32(acc[r][t]) - offset[r][t]) * job->token_scales[t0 + t];
 }
 
-/* w4a16 (six = 0) and w6a16 (six = 1): rows n..n+3 times token t, the
- * inputs as int16 (prepare_int16), each split into a low byte (unsigned) and
- * a high byte (signed): per 32 weights of a row, two udot of the codes with
- * the low bytes and two sdot with the high bytes, into exact int32 sums
- * (high * 256 + low; at most 63 x 255 x 32 and 63 x 128 x 32 x 256 a lane),
- * scaled once per group by its scale times the inputs' power of two. The
- * zero points come off as scale x zero x what the group's inputs stand for.
- * One token at a time: each 16 input bytes serve the 4 rows. */
 /* Four f16 (f32) values from p, the last 4 - count of them zero. */
 static inline float32x4_t four_halves(const __fp16 *p, int count) {
   if (count == 4)
@@ -230,6 +223,14 @@ static inline float32x4_t four_floats(const float *p, int count) {
   return vld1q_f32(part);
 }
 
+/* w4a16 (six = 0) and w6a16 (six = 1): rows n..n+3 times token t, the
+ * inputs as int16 (prepare_int16), each split into a low byte (unsigned) and
+ * a high byte (signed): per 32 weights of a row, two udot of the codes with
+ * the low bytes and two sdot with the high bytes, into exact int32 sums
+ * (high * 256 + low; at most 63 x 255 x 32 and 63 x 128 x 32 x 256 a lane),
+ * scaled once per group by its scale times the inputs' power of two. The
+ * zero points come off as scale x zero x what the group's inputs stand for.
+ * One token at a time: each 16 input bytes serve the 4 rows. */
 SPARK_BLOCK a16_block(const sdot_job *job, int n, int t, const int six) {
   const int K = job->K, groups = K / kGroup;
   const uint8x16_t low = vdupq_n_u8(0x0f), bits45 = vdupq_n_u8(0x30);
@@ -351,17 +352,6 @@ SPARK_BLOCK w8a16_block(const sdot_job *job, int n, int t) {
         vaddvq_f32(acc[r]) * job->scales[n + r];
 }
 
-static int w8a16_task(void *user_context, int task, uint8_t *closure) {
-  (void)user_context;
-  const sdot_job *job = (const sdot_job *)closure;
-  const int n0 = task * kRowsPerTask;
-  const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;
-  for (int n = n0; n < n1; n += 4)
-    for (int t = 0; t < job->T; ++t)
-      w8a16_block(job, n, t);
-  return 0;
-}
-
 /* One task: a block of rows, 4 rows x 4 tokens at a time, then the last
  * tokens one by one (decode: one token). */
 #define SPARK_TASK(name, block)                                                \
@@ -384,9 +374,9 @@ SPARK_TASK(w8a8_task, w8a8_block)
 SPARK_TASK(w4a8_task, w4a8_block)
 SPARK_TASK(w6a8_task, w6a8_block)
 
-/* w4a16 and w6a16: a block of rows, 4 at a time, each against every token
- * (a decode step: one). */
-#define SPARK_A16_TASK(name, six)                                              \
+/* w8a16, w4a16 and w6a16: a block of rows, 4 at a time, each against every
+ * token (a decode step: one); `block(job, n, t, ...)`. */
+#define SPARK_TOKEN_TASK(name, block, ...)                                     \
   static int name(void *user_context, int task, uint8_t *closure) {            \
     (void)user_context;                                                        \
     const sdot_job *job = (const sdot_job *)closure;                           \
@@ -394,12 +384,13 @@ SPARK_TASK(w6a8_task, w6a8_block)
     const int n1 = n0 + kRowsPerTask < job->N ? n0 + kRowsPerTask : job->N;    \
     for (int n = n0; n < n1; n += 4)                                           \
       for (int t = 0; t < job->T; ++t)                                         \
-        a16_block(job, n, t, six);                                             \
+        block(job, n, t, ##__VA_ARGS__);                                       \
     return 0;                                                                  \
   }
 
-SPARK_A16_TASK(w4a16_task, 0)
-SPARK_A16_TASK(w6a16_task, 1)
+SPARK_TOKEN_TASK(w8a16_task, w8a16_block)
+SPARK_TOKEN_TASK(w4a16_task, a16_block, 0)
+SPARK_TOKEN_TASK(w6a16_task, a16_block, 1)
 
 /* Quantizes the inputs (w4a8: reordered per 32 elements), runs `task` over
  * blocks of rows, frees. */
