@@ -107,19 +107,19 @@ class CrossTargets(test_e2e.EndToEnd):
         self.snr_of_build(self.SIX_BIT_HEAD, "arm64-mini-head6", 80.0, target="arm64",
                           ckpt=self.six_bit_head_checkpoint())
 
-    def assertHeadRowsMatchHalide(self, name, scheme, head, ckpt=None):
+    def assertHeadRowsMatchHalide(self, name, scheme, head, ckpt=None, flags=()):
         """The layers f32, the tied head at `head` precision with the
         scheme's inputs: the dotprod variant's sdot rows against the neon
         floor's Halide kernel of the same build (a Cortex-A53 has no dot
         product), both under qemu, for a 40-token prompt (prefill) and a
         1-token one (decode); the logits' SNR must reach 90 dB. `ckpt`:
-        another checkpoint than mini."""
+        another checkpoint than mini; `flags`: more spark-compile flags."""
         self.require("arm64")
         out = os.path.join(self.tmp, name)
         run([tool("spark-compile"), ckpt or self.mini_checkpoint(), "-o", out, "--quiet",
              "--max-context", str(MAX_CONTEXT), *compile_args("arm64"), "--quant=" + scheme,
              "--quant-override=model.layers.*=none",
-             "--quant-override=model.embedding.weight=" + head])
+             "--quant-override=model.embedding.weight=" + head, *flags])
         long = [int(t) for t in np.random.default_rng(7).integers(0, 4096, 40)]
         for prompt in (long, long[:1]):
             logits = {}
@@ -159,12 +159,15 @@ class CrossTargets(test_e2e.EndToEnd):
         # w4a16, w6a16 and w8a16 with f16 inputs taken as int16 (udot on the
         # low bytes, sdot on the high ones), on a two-layer mini of hidden size
         # 640: five groups of 128 a row, so the rows' four groups at a time
-        # and a last one. Measured 96.7 / 98.3 dB (4-bit) and 96.5 / 97.9 dB
-        # (6-bit) for the 40- and 1-token prompts.
+        # and a last one. Measured for the 40- and 1-token prompts: 96.7 /
+        # 98.3 dB (4-bit), 96.5 / 97.9 dB (6-bit), 96.5 / 99.1 dB (w8a16),
+        # 105.3 / 109.3 dB (4-bit, bf16 inputs; 55.5 dB if rounded to f16).
         wide = self.wide_checkpoint()
         self.assertHeadRowsMatchHalide("arm64-wide-head4-a16", "w4a16", "int4", wide)
         self.assertHeadRowsMatchHalide("arm64-wide-head6-a16", "w4a16", "int6", wide)
         self.assertHeadRowsMatchHalide("arm64-wide-head8-a16", "w8a16", "int8", wide)
+        self.assertHeadRowsMatchHalide("arm64-wide-head4-bf16", "w4a16", "int4", wide,
+                                       ["--activations=bf16"])
 
     def test_arm64_f16_caches_of_mini(self):
         # --kv-cache=f16: Halide's attention kernel reads the 16-bit caches
