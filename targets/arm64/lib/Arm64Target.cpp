@@ -37,12 +37,15 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
       {"spark_sdot_linear_w8a16_xf16", "sdot_linear.c", flags}};
   if (!variant.int8Dot || spec.out % SPARK_MK_ROWS != 0)
     return nullptr;
-  const bool groupsOf128 = spec.kind == KernelKind::Linear && spec.group &&
+  const bool groupsOf128 = spec.kind == KernelKind::Linear &&
                            spec.group == SPARK_MK_GROUP && spec.in % 128 == 0 &&
                            !spec.symmetricGroups;
-  const bool a16 =
-      groupsOf128 && !spec.inputBits &&
+  // 16-bit inputs (the a16 schemes), each group of 128 taken as int16
+  const bool int16Inputs =
+      spec.kind == KernelKind::Linear && !spec.inputBits &&
+      spec.in % SPARK_MK_GROUP == 0 &&
       (spec.inputType == DType::BF16 || spec.inputType == DType::F16);
+  const bool a16 = groupsOf128 && int16Inputs;
   const bool f16 = spec.inputType == DType::F16;
   if (spec.group && spec.codeBits == 6) {
     if (groupsOf128 && spec.inputBits == 8 && !spec.inputBlock)
@@ -51,9 +54,7 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   }
   if (a16 && spec.codeBits == 4)
     return &w4a16[f16];
-  if (spec.kind == KernelKind::Linear && spec.weightType == DType::I8 &&
-      !spec.group && !spec.inputBits && spec.in % SPARK_MK_GROUP == 0 &&
-      (spec.inputType == DType::BF16 || spec.inputType == DType::F16))
+  if (int16Inputs && spec.weightType == DType::I8 && !spec.group)
     return &w8a16[f16];
   if (spec.isInt8Linear(false) && spec.in % SPARK_MK_SDOT_DEPTH == 0)
     return &w8a8;

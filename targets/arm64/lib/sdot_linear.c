@@ -516,7 +516,6 @@ static int prepare_int16(const halide_buffer_t *x, int bf16, int int8,
       int32_t total;
       const size_t c = (size_t)t * groups + g;
       (*scales)[c] = spark_int16_group(v, kGroup, q, &total);
-      (*sums)[c] = (float)total * (*scales)[c];
       uint8_t *to = *bytes + c * 2 * kGroup;
       int32_t low_bytes = 0;
       for (int i = 0; i < kGroup; ++i) {
@@ -526,10 +525,31 @@ static int prepare_int16(const halide_buffer_t *x, int bf16, int int8,
         at[32] = (uint8_t)((uint16_t)q[i] >> 8);
         low_bytes += at[0];
       }
-      if (int8)
-        (*sums)[c] = (float)low_bytes; /* at most 128 x 255: exact */
+      /* int8: at most 128 x 255, exact */
+      (*sums)[c] = int8 ? (float)low_bytes : (float)total * (*scales)[c];
     }
   return 0;
+}
+
+/* Prepares the inputs as int16 (prepare_int16, `int8`: for int8 weights)
+ * into the job, runs `task` over blocks of rows, frees: what the w4a16,
+ * w6a16 and w8a16 entries share, as run_sdot for the int8 inputs. */
+static int run_int16(halide_buffer_t *x, int bf16, int int8, sdot_job *job,
+                     int (*task)(void *, int, uint8_t *)) {
+  uint8_t *bytes;
+  float *powers, *sums;
+  if (prepare_int16(x, bf16, int8, &bytes, &powers, &sums) != 0)
+    return -1;
+  job->x16 = bytes;
+  job->x16_scales = powers;
+  job->group_sums = sums;
+  const int rc = halide_do_par_for(NULL, task, 0,
+                                   (job->N + kRowsPerTask - 1) / kRowsPerTask,
+                                   (uint8_t *)job);
+  free(bytes);
+  free(powers);
+  free(sums);
+  return rc;
 }
 
 /* w4a16 (six: w6a16) with the inputs rounded to f16 (bf16), taken as int16. */
@@ -542,10 +562,6 @@ static int a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
            : !spark_grouped_rows_fit(x, w, scales, zeros, out, kGroup,
                                      SPARK_MK_ROWS)))
     return -1;
-  uint8_t *bytes;
-  float *input_scales, *sums;
-  if (prepare_int16(x, bf16, 0, &bytes, &input_scales, &sums) != 0)
-    return -1;
   sdot_job job = {.w4 = (const uint8_t *)w->host,
                   .group_scales = (const __fp16 *)scales->host,
                   .out = (float *)out->host,
@@ -554,18 +570,9 @@ static int a16(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
                   .T = T,
                   .out_stride = out->dim[1].stride,
                   .group_zeros = (const __fp16 *)zeros->host,
-                  .group_sums = sums,
                   .w_stride = w->dim[1].stride,
-                  .s_stride = scales->dim[1].stride,
-                  .x16 = bytes,
-                  .x16_scales = input_scales};
-  const int rc =
-      halide_do_par_for(NULL, six ? w6a16_task : w4a16_task, 0,
-                        (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
-  free(bytes);
-  free(input_scales);
-  free(sums);
-  return rc;
+                  .s_stride = scales->dim[1].stride};
+  return run_int16(x, bf16, 0, &job, six ? w6a16_task : w4a16_task);
 }
 
 /* w4a16 with f16 (bf16) inputs: x f32 [K, T], w u8 [K/2, N] (dense or
@@ -606,30 +613,16 @@ int spark_sdot_linear_w6a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
  * two (groups of 128). */
 static int w8a16(halide_buffer_t *x, halide_buffer_t *w,
                  halide_buffer_t *scales, halide_buffer_t *out, int bf16) {
-  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (!spark_linear_fits(x, w, out, 1, kGroup, SPARK_MK_ROWS))
-    return -1;
-  uint8_t *bytes;
-  float *powers, *low_sums;
-  if (prepare_int16(x, bf16, 1, &bytes, &powers, &low_sums) != 0)
     return -1;
   sdot_job job = {.w8 = (const int8_t *)w->host,
                   .scales = (const float *)scales->host,
                   .out = (float *)out->host,
-                  .K = K,
-                  .N = N,
-                  .T = T,
-                  .out_stride = out->dim[1].stride,
-                  .group_sums = low_sums,
-                  .x16 = bytes,
-                  .x16_scales = powers};
-  const int rc =
-      halide_do_par_for(NULL, w8a16_task, 0,
-                        (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
-  free(bytes);
-  free(powers);
-  free(low_sums);
-  return rc;
+                  .K = x->dim[0].extent,
+                  .N = w->dim[1].extent,
+                  .T = x->dim[1].extent,
+                  .out_stride = out->dim[1].stride};
+  return run_int16(x, bf16, 1, &job, w8a16_task);
 }
 
 int spark_sdot_linear_w8a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
