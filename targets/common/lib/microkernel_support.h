@@ -253,7 +253,7 @@ static inline int spark_int16_exponent(float largest) {
 }
 
 /* The inputs of one scaling group (G rounded bf16 or f16 values v) as int16
- * multiples of a power of two, 2^ceil(log2(max |v| / 32767)), into q; returns
+ * multiples of a power of two, 2^spark_int16_exponent(max |v|), into q; returns
  * the power of two and, in *total, the sum of the int16 values. Every value
  * within 2^8 (bf16) or 2^5 (f16) of the group's largest is exact, a smaller
  * one is off by at most half the power of two. */
