@@ -805,8 +805,8 @@ static uint64_t decodeWeightBytes(const ModelPlan &plan) {
 std::string emitManifest(const ModelPlan &plan, uint64_t packBytes,
                          StringRef commandLine) {
   json::Array files{"libspark_model.a"}, variantNames;
-  Expected<TargetInfo> target =
-      targetFor(plan.options.target, plan.options.amxKernel);
+  Expected<TargetInfo> target = targetFor(
+      plan.options.target, plan.options.amxKernel, plan.options.halideKernels);
   if (target) {
     if (target->native)
       files.push_back("libspark_model.so");

@@ -191,8 +191,8 @@ Error archiveObject(StringRef object, StringRef memberName, StringRef archive) {
 
 Error emitKernelText(const ModelPlan &plan, KernelText kind,
                      StringRef scratchDir, raw_ostream &os) {
-  Expected<TargetInfo> target =
-      targetFor(plan.options.target, plan.options.amxKernel);
+  Expected<TargetInfo> target = targetFor(
+      plan.options.target, plan.options.amxKernel, plan.options.halideKernels);
   if (!target)
     return target.takeError();
   for (const KernelSpec &spec : plan.kernels)
@@ -218,8 +218,8 @@ Error emitKernelText(const ModelPlan &plan, KernelText kind,
 }
 
 Error buildLibrary(const ModelPlan &plan, StringRef dir, bool executable) {
-  Expected<TargetInfo> targetOrError =
-      targetFor(plan.options.target, plan.options.amxKernel);
+  Expected<TargetInfo> targetOrError = targetFor(
+      plan.options.target, plan.options.amxKernel, plan.options.halideKernels);
   if (!targetOrError)
     return targetOrError.takeError();
   const TargetInfo &target = *targetOrError;

@@ -107,33 +107,44 @@ class CrossTargets(test_e2e.EndToEnd):
         self.snr_of_build(self.SIX_BIT_HEAD, "arm64-mini-head6", 80.0, target="arm64",
                           ckpt=self.six_bit_head_checkpoint())
 
-    def assertHeadRowsMatchHalide(self, name, scheme, head, ckpt=None, flags=()):
+    def assertHeadRowsMatchHalide(self, name, scheme, head, ckpt=None, flags=(),
+                                  target="arm64"):
         """The layers f32, the tied head at `head` precision with the
-        scheme's inputs: the dotprod variant's sdot rows against the neon
-        floor's Halide kernel of the same build (a Cortex-A53 has no dot
-        product), both under qemu, for a 40-token prompt (prefill) and a
-        1-token one (decode); the logits' SNR must reach 90 dB. `ckpt`:
-        another checkpoint than mini; `flags`: more spark-compile flags."""
-        self.require("arm64")
-        out = os.path.join(self.tmp, name)
-        run([tool("spark-compile"), ckpt or self.mini_checkpoint(), "-o", out, "--quiet",
-             "--max-context", str(MAX_CONTEXT), *compile_args("arm64"), "--quant=" + scheme,
-             "--quant-override=model.layers.*=none",
-             "--quant-override=model.embedding.weight=" + head, *flags])
+        scheme's inputs: the target's microkernel rows against Halide's
+        kernel of the same build, both under qemu, for a 40-token prompt
+        (prefill) and a 1-token one (decode); the logits' SNR must reach 90
+        dB. arm64: the dotprod variant against the neon floor's Halide
+        kernel (a Cortex-A53 has no dot product); hexagon: the build against
+        the same build with --halide-kernels. `ckpt`: another checkpoint
+        than mini; `flags`: more spark-compile flags."""
+        self.require(target)
+        builds = {}
+        for kind in ("microkernel", "halide"):
+            if target == "arm64" and kind == "halide":
+                builds[kind] = builds["microkernel"]  # the floor variant
+                continue
+            out = os.path.join(self.tmp, name + ("-halide" if kind == "halide" else ""))
+            run([tool("spark-compile"), ckpt or self.mini_checkpoint(), "-o", out, "--quiet",
+                 "--max-context", str(MAX_CONTEXT), *compile_args(target), "--quant=" + scheme,
+                 "--quant-override=model.layers.*=none",
+                 "--quant-override=model.embedding.weight=" + head, *flags,
+                 *(["--halide-kernels"] if kind == "halide" else [])])
+            builds[kind] = out
+        cpus = {"microkernel": "max", "halide": "cortex-a53"} if target == "arm64" else {}
         long = [int(t) for t in np.random.default_rng(7).integers(0, 4096, 40)]
         for prompt in (long, long[:1]):
             logits = {}
-            for cpu in ("max", "cortex-a53"):
-                path = os.path.join(out, "logits-%s.npy" % cpu)
-                run(runner(out, "arm64", cpu=cpu) + [
+            for kind, out in builds.items():
+                path = os.path.join(out, "logits-%s.npy" % kind)
+                run(runner(out, target, cpu=cpus.get(kind)) + [
                     "--prompt-ids", ",".join(map(str, prompt)), "--n-predict", "1",
                     "--logits-out", path])
-                logits[cpu] = np.load(path)
-            error = logits["max"] - logits["cortex-a53"]
-            snr = 10 * np.log10((logits["cortex-a53"] ** 2).sum() /
+                logits[kind] = np.load(path)
+            error = logits["microkernel"] - logits["halide"]
+            snr = 10 * np.log10((logits["halide"] ** 2).sum() /
                                 max((error ** 2).sum(), 1e-30))
-            print("sdot %s head (%s) vs Halide, %d-token prompt: logits SNR %.1f dB" %
-                  (head, scheme, len(prompt), snr))
+            print("%s %s head (%s) vs Halide, %d-token prompt: logits SNR %.1f dB" %
+                  (target, head, scheme, len(prompt), snr))
             self.assertGreaterEqual(snr, 90.0)
 
     def test_arm64_six_bit_head_sdot_matches_halide(self):
@@ -205,6 +216,13 @@ class CrossTargets(test_e2e.EndToEnd):
         # The vrmpy microkernel.
         self.require("hexagon")
         self.snr_of_build(["--quant=w8a8"], "hexagon-mini-w8a8", 22.0, target="hexagon")
+
+    def test_hexagon_four_bit_int8_input_rows_match_halide(self):
+        # w4a8's vrmpy rows (two groups a vector pair, the lanes added
+        # pairwise on HVX, the scales on the scalar core) against Halide's
+        # scalar kernel: five groups of 128 a row, so a last half pair.
+        self.assertHeadRowsMatchHalide("hexagon-wide-head4-a8", "w4a8", "int4",
+                                       self.wide_checkpoint(), target="hexagon")
 
     def test_hexagon_w4a16_build_of_mini(self):
         self.require("hexagon")

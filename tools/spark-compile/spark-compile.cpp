@@ -231,6 +231,13 @@ cl::opt<bool> probeInputs(
              "product's input"),
     cl::init(false), cl::Hidden, cl::cat(category));
 
+cl::opt<bool> halideKernels(
+    "halide-kernels",
+    cl::desc("--target=arm64, hexagon or s25: every kernel from Halide, no "
+             "hand-written microkernel (to compare the microkernels against "
+             "Halide's kernels of the same build)"),
+    cl::init(false), cl::Hidden, cl::cat(category));
+
 cl::opt<bool> reportFidelity(
     "report-fidelity",
     cl::desc("After the build, compile an fp32 reference build of the same "
@@ -318,6 +325,7 @@ spark::Build commandLineBuild(std::string reproduce) {
   build.options.quantRecipe = recipeRules;
   build.kvCache = kvCache;
   build.options.amxKernel = amxKernelKind;
+  build.options.halideKernels = halideKernels;
   build.options.entryPoint = entryPoint;
   SmallVector<StringRef> flags;
   StringRef(extraCFlags).split(flags, ' ', -1, /*KeepEmpty=*/false);
@@ -625,7 +633,7 @@ int main(int argc, char **argv) {
   const bool bundle = targetKind == spark::TargetKind::S25;
   if (!bundle)
     if (Expected<spark::TargetInfo> info =
-            spark::targetFor(targetKind, amxKernelKind);
+            spark::targetFor(targetKind, amxKernelKind, halideKernels);
         !info)
       return fail(toString(info.takeError()));
   const bool library =
@@ -795,7 +803,7 @@ int main(int argc, char **argv) {
   }
   if (emit == EmitStage::Driver) {
     Expected<spark::TargetInfo> info =
-        spark::targetFor(targetKind, amxKernelKind);
+        spark::targetFor(targetKind, amxKernelKind, halideKernels);
     if (!info)
       return fail(toString(info.takeError()));
     Expected<std::string> driver = spark::emitDriverSource(*plan, *info);

@@ -7,7 +7,10 @@ namespace spark {
 
 const char *knownTargets() { return "host, spr, arm64, hexagon or s25"; }
 
-llvm::Expected<TargetInfo> targetFor(TargetKind kind, AmxKernel amxKernel) {
+namespace {
+
+llvm::Expected<TargetInfo> withMicrokernels(TargetKind kind,
+                                            AmxKernel amxKernel) {
   if (kind == TargetKind::Host || kind == TargetKind::Spr)
     return x86Target(kind, amxKernel);
   if (kind == TargetKind::Arm64) {
@@ -32,6 +35,28 @@ llvm::Expected<TargetInfo> targetFor(TargetKind kind, AmxKernel amxKernel) {
   return llvm::createStringError(
       "--target=s25 is a bundle of an arm64 and a hexagon library, not one "
       "target (spark::buildS25Bundle builds it)");
+}
+
+} // namespace
+
+llvm::Expected<TargetInfo> targetFor(TargetKind kind, AmxKernel amxKernel,
+                                     bool halideKernels) {
+  llvm::Expected<TargetInfo> target = withMicrokernels(kind, amxKernel);
+  if (!target || !halideKernels)
+    return target;
+  if (kind != TargetKind::Arm64 && kind != TargetKind::Hexagon)
+    return llvm::createStringError(
+        "--halide-kernels applies to --target=arm64, hexagon or s25, whose "
+        "every kernel Halide also compiles; the x86 variants with dot "
+        "products have only hand-written matrix kernels");
+  target->microkernelFor = [](const TargetVariant &,
+                              const KernelSpec &) -> const Microkernel * {
+    return nullptr;
+  };
+  target->compilesKernel = [](const TargetVariant &, const KernelSpec &) {
+    return true;
+  };
+  return target;
 }
 
 } // namespace spark

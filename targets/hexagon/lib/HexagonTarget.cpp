@@ -14,9 +14,16 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
                                   const KernelSpec &spec) {
   static const Microkernel w8a8 = {
       "spark_vrmpy_linear_w8a8", "vrmpy_linear.c", {}};
-  if (variant.int8Dot && spec.isInt8Linear(false) &&
-      spec.in % SPARK_MK_VRMPY_DEPTH == 0)
+  // 4-bit symmetric groups of 128 with int8 inputs: two groups a vrmpy
+  // pair, the groups' lanes added on HVX, their scales on the scalar core.
+  static const Microkernel w4a8 = {
+      "spark_vrmpy_linear_w4a8", "vrmpy_linear.c", {}};
+  if (!variant.int8Dot)
+    return nullptr;
+  if (spec.isInt8Linear(false) && spec.in % SPARK_MK_VRMPY_DEPTH == 0)
     return &w8a8;
+  if (spec.isInt8Linear(true) && spec.group == SPARK_MK_GROUP)
+    return &w4a8;
   return nullptr;
 }
 

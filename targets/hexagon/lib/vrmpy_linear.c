@@ -1,14 +1,28 @@
-/* vrmpy_linear.c - HVX int8 dot-product kernel for w8a8 builds on Hexagon.
+/* vrmpy_linear.c - HVX int8 dot-product kernels for w8a8 and w4a8 builds on
+ * Hexagon.
  *
- * Same interface as the Halide linear kernel with int8 inputs:
- *   (x f32 [K, T], w s8 [K, N], scales f32 [N], out f32 [N, T])
+ * Same interface as the Halide linear kernels with int8 inputs:
+ *   w8a8: (x f32 [K, T], w s8 [K, N], scales f32 [N], out f32 [N, T])
+ *   w4a8: (x f32 [K, T], w u8 [K/2, N] two 4-bit codes a byte, low nibble
+ *          first, scales f16 [K/128, N], out f32 [N, T])
  * Each call quantizes every input row to symmetric int8 codes with its own
  * scale, max |x| / 127 (microkernel_support.h, the rule of the Halide kernels).
- * Every vrmpy multiplies 128 signed byte pairs (weights straight from the
- * pack x input codes) and adds each group of 4 products into one of 32
- * int32 lanes; the lanes are summed once per row and token, and scaled by the
- * row's and the token's scales. Prefill accumulates 2 rows x 2 tokens at a
- * time in registers; decode (one token) streams 4 weight rows per step.
+ *   w8a8: every vrmpy multiplies 128 signed byte pairs (weights straight from
+ *         the pack x input codes) and adds each group of 4 products into one
+ *         of 32 int32 lanes; the lanes are summed once per row and token, and
+ *         scaled by the row's and the token's scales. Prefill accumulates 2
+ *         rows x 2 tokens at a time in registers; decode (one token) streams
+ *         4 weight rows per step.
+ *   w4a8: each 128-byte load of a row holds two groups of 128 codes (bytes
+ *         0-63 the first); its low nibbles (the even codes) and its high ones
+ *         (the odd codes), 0..15 as unsigned bytes, meet the input codes
+ *         reordered once per call into [the even 128 | the odd 128] of each
+ *         256: two vrmpy give 32 int32 lanes, 16 a group. v66 HVX has no
+ *         float lanes, so the lanes of up to 32 groups are added pairwise
+ *         (vdeal of two vectors' words, then vadd: each step halves the lanes
+ *         a group holds) down to one lane a group, and the scalar core takes
+ *         each group's sum less 8 x its input code sum (the codes' -8), times
+ *         its f16 scale, into the row's f32 sum.
  * Needs K % 128 == 0. Compiled with -mhvx -mhvx-length=128B (v66). */
 #include "HalideRuntime.h"
 #include "microkernel_support.h"
@@ -93,6 +107,181 @@ int spark_vrmpy_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                                              token_scales[t0 + t];
     }
   }
+  free(codes);
+  free(token_scales);
+  return 0;
+}
+
+/* ---- w4a8 ------------------------------------------------------------ */
+
+typedef int32_t hvx_pair __attribute__((vector_size(256), aligned(128)));
+
+enum { kGroup = SPARK_MK_GROUP };
+
+/* The lanes of `first` and `second` added in pairs: lane i < 16 holds
+ * first's lanes 2i and 2i + 1, lane 16 + i second's; a group that held 2m
+ * consecutive lanes of a vector holds m, in the same order. */
+static inline hvx_vector pairwise(hvx_vector first, hvx_vector second) {
+  const hvx_pair dealt = __builtin_HEXAGON_V6_vdealvdd_128B(second, first, -4);
+  return __builtin_HEXAGON_V6_vaddw_128B(__builtin_HEXAGON_V6_lo_128B(dealt),
+                                         __builtin_HEXAGON_V6_hi_128B(dealt));
+}
+
+/* Two groups of a row (128 nibble bytes from w, 128-byte aligned if
+ * `aligned`) times their reordered input codes (x, aligned: the even 128,
+ * then the odd 128): lanes 0-15 the first group's partial sums, 16-31 the
+ * second's. */
+static inline __attribute__((always_inline)) hvx_vector
+pair_dot(const uint8_t *w, const int8_t *x, const int aligned) {
+  const hvx_vector low = __builtin_HEXAGON_V6_lvsplatw_128B(0x0f0f0f0f);
+  const hvx_vector v =
+      aligned ? *(const hvx_vector *)w : load((const int8_t *)w);
+  const hvx_vector even = __builtin_HEXAGON_V6_vand_128B(v, low);
+  const hvx_vector odd = __builtin_HEXAGON_V6_vand_128B(
+      __builtin_HEXAGON_V6_vlsrh_128B(v, 4), low);
+  const hvx_vector dot =
+      __builtin_HEXAGON_V6_vrmpybusv_128B(even, *(const hvx_vector *)x);
+  return __builtin_HEXAGON_V6_vrmpybusv_acc_128B(
+      dot, odd, *(const hvx_vector *)(x + 128));
+}
+
+/* Eight pairs of groups of a row (1 KiB from w) times their input codes:
+ * 16 groups x 2 lanes, in order (straight-line code, the common case). */
+static inline __attribute__((always_inline)) hvx_vector
+eight_pairs(const uint8_t *w, const int8_t *x, const int aligned) {
+  hvx_vector half[4];
+  for (int i = 0; i < 4; ++i)
+    half[i] = pairwise(pair_dot(w + 256 * i, x + 512 * i, aligned),
+                       pair_dot(w + 256 * i + 128, x + 512 * i + 256, aligned));
+  return pairwise(pairwise(half[0], half[1]), pairwise(half[2], half[3]));
+}
+
+/* The same for 1..8 pairs, pair j at w + 128 j (the last from `tail` if not
+ * NULL), the missing ones zero. */
+static hvx_vector some_pairs(const uint8_t *w, const int8_t *x, int pairs,
+                             const uint8_t *tail) {
+  const hvx_vector zero = {0};
+  hvx_vector dots[8];
+  for (int j = 0; j < 8; ++j)
+    dots[j] = j < pairs ? pair_dot(tail && j == pairs - 1 ? tail : w + 128 * j,
+                                   x + 256 * j, 0)
+                        : zero;
+  hvx_vector half[4];
+  for (int i = 0; i < 4; ++i)
+    half[i] = pairwise(dots[2 * i], dots[2 * i + 1]);
+  return pairwise(pairwise(half[0], half[1]), pairwise(half[2], half[3]));
+}
+
+/* An f16 value's f32 (finite; the small libc has no conversion routine):
+ * its bits below the sign moved to an f32's places, times 2^112 to move the
+ * exponent's bias, exact for normal and subnormal values alike. */
+static inline float half_to_float(uint16_t h) {
+  union {
+    uint32_t bits;
+    float value;
+  } u = {.bits = (uint32_t)(h & 0x7fffu) << 13};
+  const float magnitude = u.value * 0x1p112f;
+  return h & 0x8000u ? -magnitude : magnitude;
+}
+
+/* Row `row` (K/2 bytes) times token codes `x` (reordered, K rounded up to
+ * 256), `xsum8` 8 x its groups' code sums (per 32 groups, 128-byte aligned):
+ * sum over groups of scale x (sum of nibble x code - 8 x code sum), before
+ * the token's scale. Per 32 groups (two runs of eight pairs) one vector of
+ * sums, one lane a group, less the xsum8 vector; then the scalar core. */
+static float w4a8_row(const uint8_t *row, const uint16_t *scales,
+                      const int8_t *x, const int32_t *xsum8, int K) {
+  const hvx_vector zero = {0};
+  const int groups = K / kGroup, pairs = (groups + 1) / 2;
+  const int whole = pairs / 8 * 8; /* pairs in runs of eight */
+  uint8_t tail[128] __attribute__((aligned(128)));
+  const uint8_t *last = NULL;
+  if (groups % 2) { /* the last pair's second group is past the row */
+    for (int i = 0; i < 64; ++i) {
+      tail[i] = row[(size_t)(pairs - 1) * 128 + i];
+      tail[64 + i] = 0;
+    }
+    last = tail;
+  }
+  float acc = 0.0f;
+  for (int p0 = 0; p0 < pairs; p0 += 16) {
+    hvx_vector runs[2];
+    for (int r = 0; r < 2; ++r) {
+      const int p = p0 + 8 * r;
+      const uint8_t *w = row + (size_t)p * 128;
+      const int8_t *xp = x + (size_t)p * 256;
+      if (p + 8 > whole)
+        runs[r] = p < pairs ? some_pairs(w, xp, pairs - p, last) : zero;
+      else if ((uintptr_t)w % 128 == 0) /* rows of K % 256 == 0 in the pack */
+        runs[r] = eight_pairs(w, xp, 1);
+      else
+        runs[r] = eight_pairs(w, xp, 0);
+    }
+    const int g0 = 2 * p0, g1 = g0 + 32 < groups ? g0 + 32 : groups;
+    int32_t lanes[32] __attribute__((aligned(128)));
+    *(hvx_vector *)lanes = __builtin_HEXAGON_V6_vsubw_128B(
+        pairwise(runs[0], runs[1]), *(const hvx_vector *)(xsum8 + g0));
+    for (int g = g0; g < g1; ++g)
+      acc += (float)lanes[g - g0] * half_to_float(scales[g]);
+  }
+  return acc;
+}
+
+int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
+                            halide_buffer_t *scales, float input_scale,
+                            halide_buffer_t *out) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (!spark_linear_fits(x, w, out, 2, kGroup, 1) ||
+      !spark_groups_fit(x, scales, kGroup))
+    return -1;
+  const int groups = K / kGroup, padded = (K + 255) / 256 * 256;
+  const int sides = (groups + 31) / 32 * 32; /* xsum8 entries a token */
+  int8_t *codes, *reordered = NULL;
+  float *token_scales;
+  int32_t *xsum8 = NULL;
+  if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
+    return -1;
+  const size_t tokens = (size_t)(T > 0 ? T : 1);
+  if (posix_memalign((void **)&reordered, 128, tokens * (size_t)padded) != 0 ||
+      posix_memalign((void **)&xsum8, 128,
+                     sizeof(int32_t) * tokens * (size_t)sides) != 0) {
+    free(reordered);
+    free(codes);
+    free(token_scales);
+    return -1;
+  }
+  /* per 256 codes: the even ones, then the odd ones, as the nibbles of a
+   * 128-byte load hold them; a last half pair's missing half zero */
+  for (int t = 0; t < T; ++t) {
+    const int8_t *c = codes + (size_t)t * K;
+    int8_t *r = reordered + (size_t)t * padded;
+    for (int k = 0; k < padded; ++k)
+      r[k] = 0;
+    for (int k = 0; k < K; k += 2) {
+      r[k / 256 * 256 + k % 256 / 2] = c[k];
+      r[k / 256 * 256 + 128 + k % 256 / 2] = c[k + 1];
+    }
+    int32_t *s8 = xsum8 + (size_t)t * sides;
+    for (int g = 0; g < sides; ++g) {
+      int32_t sum = 0;
+      for (int i = 0; g < groups && i < kGroup; ++i)
+        sum += c[g * kGroup + i];
+      s8[g] = 8 * sum;
+    }
+  }
+  const uint8_t *wq = (const uint8_t *)w->host;
+  const uint16_t *s = (const uint16_t *)scales->host;
+  float *o = (float *)out->host;
+  const int os = out->dim[1].stride;
+  for (int n = 0; n < N; ++n)
+    for (int t = 0; t < T; ++t)
+      o[(size_t)t * os + n] =
+          w4a8_row(wq + (size_t)n * (K / 2), s + (size_t)n * groups,
+                   reordered + (size_t)t * padded, xsum8 + (size_t)t * sides,
+                   K) *
+          token_scales[t];
+  free(reordered);
+  free(xsum8);
   free(codes);
   free(token_scales);
   return 0;

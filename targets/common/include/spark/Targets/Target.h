@@ -147,10 +147,13 @@ compilesUnlessMicrokernel(const Microkernel *(*microkernelFor)(
 }
 
 /// The target `kind` (not S25, a bundle of two); `amxKernel` is the
-/// --amx-kernel choice of spr. A target this spark-compile was built without
-/// (no cross compiler or linker) is an error saying what to install.
+/// --amx-kernel choice of spr; `halideKernels` (--halide-kernels, arm64 and
+/// hexagon) takes no microkernel: Halide compiles every kernel. A target
+/// this spark-compile was built without (no cross compiler or linker) is an
+/// error saying what to install.
 llvm::Expected<TargetInfo> targetFor(TargetKind kind,
-                                     AmxKernel amxKernel = AmxKernel::Tiles);
+                                     AmxKernel amxKernel = AmxKernel::Tiles,
+                                     bool halideKernels = false);
 
 /// The names targetFor() knows, for messages and --help.
 const char *knownTargets();
