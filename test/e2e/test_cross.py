@@ -217,6 +217,11 @@ class CrossTargets(test_e2e.EndToEnd):
         self.require("hexagon")
         self.snr_of_build(["--quant=w8a8"], "hexagon-mini-w8a8", 22.0, target="hexagon")
 
+    def test_hexagon_w4a8_build_of_mini(self):
+        # The 4-bit vrmpy rows in every product of the model.
+        self.require("hexagon")
+        self.snr_of_build(["--quant=w4a8"], "hexagon-mini-w4a8", 5.0, target="hexagon")
+
     def test_hexagon_four_bit_int8_input_rows_match_halide(self):
         # w4a8's vrmpy rows (two groups a vector pair, the lanes added
         # pairwise on HVX, the scales on the scalar core) against Halide's
