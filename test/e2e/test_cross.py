@@ -108,7 +108,7 @@ class CrossTargets(test_e2e.EndToEnd):
                           ckpt=self.six_bit_head_checkpoint())
 
     def assertHeadRowsMatchHalide(self, name, scheme, head, ckpt=None, flags=(),
-                                  target="arm64"):
+                                  target="arm64", prompts=(40, 1)):
         """The layers f32, the tied head at `head` precision with the
         scheme's inputs: the target's microkernel rows against Halide's
         kernel of the same build, both under qemu, for a 40-token prompt
@@ -116,7 +116,8 @@ class CrossTargets(test_e2e.EndToEnd):
         dB. arm64: the dotprod variant against the neon floor's Halide
         kernel (a Cortex-A53 has no dot product); hexagon: the build against
         the same build with --halide-kernels. `ckpt`: another checkpoint
-        than mini; `flags`: more spark-compile flags."""
+        than mini; `flags`: more spark-compile flags; `prompts`: the
+        prompt lengths."""
         self.require(target)
         builds = {}
         for kind in ("microkernel", "halide"):
@@ -132,7 +133,7 @@ class CrossTargets(test_e2e.EndToEnd):
             builds[kind] = out
         cpus = {"microkernel": "max", "halide": "cortex-a53"} if target == "arm64" else {}
         long = [int(t) for t in np.random.default_rng(7).integers(0, 4096, 40)]
-        for prompt in (long, long[:1]):
+        for prompt in (long[:length] for length in prompts):
             logits = {}
             for kind, out in builds.items():
                 path = os.path.join(out, "logits-%s.npy" % kind)
@@ -187,10 +188,10 @@ class CrossTargets(test_e2e.EndToEnd):
         self.snr_of_build(["--kv-cache=f16"], "arm64-mini-kv-f16", 65.0, target="arm64")
 
     # Hexagon: f32 kernels run on the scalar core (v66 HVX has no float
-    # lanes), int8 products on HVX (vrmpy). Emulating the scalar f16, int8 x
-    # f32 and 4-bit kernels is slow (w8a16: 1.7 s per prompt token and 3.3 s
-    # per generated one under qemu on a Zen 3 core), so those three run 80
-    # prompt tokens (the ring of 63 slots still wraps) and 8 generated
+    # lanes), int8 products on HVX (vrmpy: w8a8, w4a8, w4a16). Emulating the
+    # scalar f16 and int8 x f32 kernels is slow (w8a16: 1.7 s per prompt
+    # token and 3.3 s per generated one under qemu on a Zen 3 core), so those
+    # run 80 prompt tokens (the ring of 63 slots still wraps) and 8 generated
     # instead of 150 + 32.
     def test_hexagon_fp32_parity(self):
         self.require("hexagon")
@@ -229,10 +230,23 @@ class CrossTargets(test_e2e.EndToEnd):
         self.assertHeadRowsMatchHalide("hexagon-wide-head4-a8", "w4a8", "int4",
                                        self.wide_checkpoint(), target="hexagon")
 
+    def test_hexagon_sixteen_bit_input_rows_match_halide(self):
+        # w4a16's vrmpy rows (f16 inputs, the hexagon default, and bf16, as
+        # int16 split into bytes: high bytes x the nibbles, low bytes x the
+        # nibbles, high x 256 + low) against Halide's scalar kernel.
+        wide = self.wide_checkpoint()
+        self.assertHeadRowsMatchHalide("hexagon-wide-head4-a16", "w4a16", "int4", wide,
+                                       target="hexagon")
+        # bf16 (its rounding; the rows are f16's): decode only, as Halide's
+        # scalar kernel is slow under qemu (the whole test: 3 minutes).
+        self.assertHeadRowsMatchHalide("hexagon-wide-head4-bf16", "w4a16", "int4", wide,
+                                       ["--activations=bf16"], target="hexagon",
+                                       prompts=(1,))
+
     def test_hexagon_w4a16_build_of_mini(self):
+        # The 16-bit-input vrmpy rows in every product of the model.
         self.require("hexagon")
-        self.snr_of_build(["--quant=w4a16"], "hexagon-mini-w4a16", 5.0, target="hexagon",
-                          prompt_length=80, n_predict=8)
+        self.snr_of_build(["--quant=w4a16"], "hexagon-mini-w4a16", 5.0, target="hexagon")
 
     def test_hexagon_six_bit_head_of_mini(self):
         self.require("hexagon")

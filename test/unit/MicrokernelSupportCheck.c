@@ -40,3 +40,34 @@ int int16_exponent_mismatches(uint32_t step) {
   }
   return mismatches;
 }
+
+/* How many floats (every `step`-th bit pattern of the positive and the
+ * negative ones, then every f16 value, the midpoints between neighbouring
+ * f16 values and the floats beside them) spark_round_f16 rounds otherwise
+ * than the compiler's conversion to _Float16 and back. */
+int round_f16_mismatches(uint32_t step) {
+  int mismatches = 0;
+  for (uint64_t bits = 0; bits <= 0xffffffffu; bits += step) {
+    float v;
+    const uint32_t b = (uint32_t)bits;
+    memcpy(&v, &b, sizeof v);
+    const float want = (float)(_Float16)v, got = spark_round_f16(v);
+    mismatches += isnan(v) ? !isnan(got) : memcmp(&want, &got, sizeof got) != 0;
+  }
+  for (uint32_t h = 0; h < 0x7c00u; ++h) {
+    _Float16 a, b;
+    const uint16_t h0 = (uint16_t)h, h1 = (uint16_t)(h + 1);
+    memcpy(&a, &h0, sizeof a);
+    memcpy(&b, &h1, sizeof b);
+    const float mid = ((float)a + (float)b) / 2; /* exact in f32 */
+    const float near[] = {(float)a, mid, nextafterf(mid, 0.0f),
+                          nextafterf(mid, INFINITY)};
+    for (size_t i = 0; i < sizeof near / sizeof near[0]; ++i)
+      for (int sign = 1; sign >= -1; sign -= 2) {
+        const float v = sign * near[i];
+        const float want = (float)(_Float16)v, got = spark_round_f16(v);
+        mismatches += memcmp(&want, &got, sizeof got) != 0;
+      }
+  }
+  return mismatches;
+}

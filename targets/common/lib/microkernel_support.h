@@ -226,6 +226,28 @@ static inline float spark_round_bf16(float x) {
   return v.f;
 }
 
+/* x rounded to f16 (to nearest, ties to even), as f32: what a conversion to
+ * f16 and back gives, without f16 instructions or routines (Hexagon v66 has
+ * none, its small libc no conversion): 11 significant bits from 2^-14 up,
+ * steps of 2^-24 below (f16's subnormals), infinity from 65520 up. NaN
+ * and infinity pass unchanged. */
+static inline float spark_round_f16(float x) {
+  union {
+    float f;
+    uint32_t u;
+  } v = {x};
+  const uint32_t magnitude = v.u & 0x7fffffffu;
+  if (magnitude >= 0x7f800000u) /* infinity, NaN */
+    return x;
+  if (magnitude >= 0x477ff000u) /* 65520: the tie above 65504 rounds up */
+    v.u = (v.u & 0x80000000u) | 0x7f800000u;
+  else if (magnitude >= 0x38800000u) /* 2^-14: normal f16 */
+    v.u = (v.u + 0xfffu + ((v.u >> 13) & 1u)) & ~0x1fffu;
+  else /* subnormal f16: a multiple of 2^-24 (both products exact) */
+    v.f = nearbyintf(x * 0x1p24f) * 0x1p-24f;
+  return v.f;
+}
+
 /* 2^e for e in [-126, 127], from its bits (Hexagon's small libc has no
  * ldexpf). */
 static inline float spark_pow2f(int e) {

@@ -18,12 +18,24 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   // pair, the groups' lanes added on HVX, their scales on the scalar core.
   static const Microkernel w4a8 = {
       "spark_vrmpy_linear_w4a8", "vrmpy_linear.c", {}};
+  // 4-bit asymmetric groups of 128 with f16 (the hexagon default) or bf16
+  // inputs, taken as int16 split into bytes (per group of 128 inputs):
+  // vrmpy with the high bytes and with the low ones.
+  static const Microkernel w4a16[] = {
+      {"spark_vrmpy_linear_w4a16_xbf16", "vrmpy_linear.c", {}},
+      {"spark_vrmpy_linear_w4a16_xf16", "vrmpy_linear.c", {}}};
   if (!variant.int8Dot)
     return nullptr;
   if (spec.isInt8Linear(false) && spec.in % SPARK_MK_VRMPY_DEPTH == 0)
     return &w8a8;
   if (spec.isInt8Linear(true) && spec.group == SPARK_MK_GROUP)
     return &w4a8;
+  const bool int16Inputs =
+      spec.kind == KernelKind::Linear && !spec.inputBits &&
+      (spec.inputType == DType::BF16 || spec.inputType == DType::F16);
+  if (int16Inputs && spec.group == SPARK_MK_GROUP && spec.codeBits == 4 &&
+      !spec.symmetricGroups && spec.in % SPARK_MK_GROUP == 0)
+    return &w4a16[spec.inputType == DType::F16];
   return nullptr;
 }
 

@@ -112,7 +112,7 @@ int spark_vrmpy_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
   return 0;
 }
 
-/* ---- w4a8 ------------------------------------------------------------ */
+/* ---- 4-bit rows: w4a8, w4a16 ----------------------------------------- */
 
 typedef int32_t hvx_pair __attribute__((vector_size(256), aligned(128)));
 
@@ -127,49 +127,116 @@ static inline hvx_vector pairwise(hvx_vector first, hvx_vector second) {
                                          __builtin_HEXAGON_V6_hi_128B(dealt));
 }
 
+/* The bytes of a token's inputs for one pair of groups: w4a8 the codes (the
+ * even 128, then the odd 128), w4a16 the int16 inputs' low bytes (even,
+ * odd), then their high bytes (even, odd). */
+#define SPARK_PAIR_BYTES(a16) ((a16) ? 512 : 256)
+
 /* Two groups of a row (128 nibble bytes from w, 128-byte aligned if
- * `aligned`) times their reordered input codes (x, aligned: the even 128,
- * then the odd 128): lanes 0-15 the first group's partial sums, 16-31 the
- * second's. */
+ * `aligned`) times their inputs (x, aligned, SPARK_PAIR_BYTES): lanes 0-15
+ * the first group's partial sums, 16-31 the second's. w4a8: the nibbles 0..15
+ * as unsigned bytes against the signed codes; w4a16: against the high bytes
+ * (signed) and the low bytes (unsigned), high x 256 + low, exact. */
 static inline __attribute__((always_inline)) hvx_vector
-pair_dot(const uint8_t *w, const int8_t *x, const int aligned) {
+pair_dot(const uint8_t *w, const int8_t *x, const int aligned, const int a16) {
   const hvx_vector low = __builtin_HEXAGON_V6_lvsplatw_128B(0x0f0f0f0f);
   const hvx_vector v =
       aligned ? *(const hvx_vector *)w : load((const int8_t *)w);
   const hvx_vector even = __builtin_HEXAGON_V6_vand_128B(v, low);
   const hvx_vector odd = __builtin_HEXAGON_V6_vand_128B(
       __builtin_HEXAGON_V6_vlsrh_128B(v, 4), low);
-  const hvx_vector dot =
-      __builtin_HEXAGON_V6_vrmpybusv_128B(even, *(const hvx_vector *)x);
-  return __builtin_HEXAGON_V6_vrmpybusv_acc_128B(
-      dot, odd, *(const hvx_vector *)(x + 128));
+  const hvx_vector *in = (const hvx_vector *)x;
+  if (!a16)
+    return __builtin_HEXAGON_V6_vrmpybusv_acc_128B(
+        __builtin_HEXAGON_V6_vrmpybusv_128B(even, in[0]), odd, in[1]);
+  const hvx_vector high = __builtin_HEXAGON_V6_vrmpybusv_acc_128B(
+      __builtin_HEXAGON_V6_vrmpybusv_128B(even, in[2]), odd, in[3]);
+  const hvx_vector lows = __builtin_HEXAGON_V6_vrmpyubv_acc_128B(
+      __builtin_HEXAGON_V6_vrmpyubv_128B(in[0], even), in[1], odd);
+  return __builtin_HEXAGON_V6_vaddw_128B(
+      __builtin_HEXAGON_V6_vaslw_128B(high, 8), lows);
 }
 
-/* Eight pairs of groups of a row (1 KiB from w) times their input codes:
- * 16 groups x 2 lanes, in order (straight-line code, the common case). */
+/* Eight pairs of groups of a row (1 KiB from w) times their inputs: 16
+ * groups x 2 lanes, in order (straight-line code, the common case). */
 static inline __attribute__((always_inline)) hvx_vector
-eight_pairs(const uint8_t *w, const int8_t *x, const int aligned) {
+eight_pairs(const uint8_t *w, const int8_t *x, const int aligned,
+            const int a16) {
+  const int bytes = SPARK_PAIR_BYTES(a16);
   hvx_vector half[4];
   for (int i = 0; i < 4; ++i)
-    half[i] = pairwise(pair_dot(w + 256 * i, x + 512 * i, aligned),
-                       pair_dot(w + 256 * i + 128, x + 512 * i + 256, aligned));
+    half[i] = pairwise(
+        pair_dot(w + 256 * i, x + 2 * bytes * i, aligned, a16),
+        pair_dot(w + 256 * i + 128, x + (2 * i + 1) * bytes, aligned, a16));
   return pairwise(pairwise(half[0], half[1]), pairwise(half[2], half[3]));
 }
 
 /* The same for 1..8 pairs, pair j at w + 128 j (the last from `tail` if not
  * NULL), the missing ones zero. */
-static hvx_vector some_pairs(const uint8_t *w, const int8_t *x, int pairs,
-                             const uint8_t *tail) {
+static inline __attribute__((always_inline)) hvx_vector
+some_pairs(const uint8_t *w, const int8_t *x, int pairs, const uint8_t *tail,
+           const int a16) {
   const hvx_vector zero = {0};
   hvx_vector dots[8];
   for (int j = 0; j < 8; ++j)
     dots[j] = j < pairs ? pair_dot(tail && j == pairs - 1 ? tail : w + 128 * j,
-                                   x + 256 * j, 0)
+                                   x + SPARK_PAIR_BYTES(a16) * j, 0, a16)
                         : zero;
   hvx_vector half[4];
   for (int i = 0; i < 4; ++i)
     half[i] = pairwise(dots[2 * i], dots[2 * i + 1]);
   return pairwise(pairwise(half[0], half[1]), pairwise(half[2], half[3]));
+}
+
+/* A row of 4-bit codes (K/2 bytes) and its inputs, read 32 groups at a
+ * time (two runs of eight pairs): `tail` holds the last pair when the row
+ * has an odd number of groups (its second half zero). */
+typedef struct four_bit_row {
+  const uint8_t *row;
+  const int8_t *x;
+  int groups, pairs;
+  const uint8_t *tail;
+} four_bit_row;
+
+/* Groups 2 p0 .. 2 p0 + 31 of the row (those it has): one lane a group, the
+ * lanes after its last zero. */
+static inline __attribute__((always_inline)) hvx_vector
+chunk_sums(const four_bit_row *r, int p0, const int a16) {
+  const hvx_vector zero = {0};
+  const int whole = r->pairs / 8 * 8; /* pairs in runs of eight */
+  hvx_vector runs[2];
+  for (int i = 0; i < 2; ++i) {
+    const int p = p0 + 8 * i;
+    const uint8_t *w = r->row + (size_t)p * 128;
+    const int8_t *xp = r->x + (size_t)p * SPARK_PAIR_BYTES(a16);
+    if (p + 8 > whole)
+      runs[i] =
+          p < r->pairs ? some_pairs(w, xp, r->pairs - p, r->tail, a16) : zero;
+    else if ((uintptr_t)w % 128 == 0) /* rows of K % 256 == 0 in the pack */
+      runs[i] = eight_pairs(w, xp, 1, a16);
+    else
+      runs[i] = eight_pairs(w, xp, 0, a16);
+  }
+  return pairwise(runs[0], runs[1]);
+}
+
+/* Row n of w (K/2 bytes a row) with token inputs x; `tail` a 128-byte
+ * aligned buffer for an odd last group. */
+static inline four_bit_row four_bit_row_at(const uint8_t *w, int n, int K,
+                                           const int8_t *x, uint8_t *tail) {
+  four_bit_row r = {.row = w + (size_t)n * (K / 2),
+                    .x = x,
+                    .groups = K / kGroup,
+                    .pairs = (K / kGroup + 1) / 2,
+                    .tail = NULL};
+  if (r.groups % 2) { /* the last pair's second group is past the row */
+    for (int i = 0; i < 64; ++i) {
+      tail[i] = r.row[(size_t)(r.pairs - 1) * 128 + i];
+      tail[64 + i] = 0;
+    }
+    r.tail = tail;
+  }
+  return r;
 }
 
 /* An f16 value's f32 (finite; the small libc has no conversion routine):
@@ -184,43 +251,21 @@ static inline float half_to_float(uint16_t h) {
   return h & 0x8000u ? -magnitude : magnitude;
 }
 
-/* Row `row` (K/2 bytes) times token codes `x` (reordered, K rounded up to
- * 256), `xsum8` 8 x its groups' code sums (per 32 groups, 128-byte aligned):
- * sum over groups of scale x (sum of nibble x code - 8 x code sum), before
- * the token's scale. Per 32 groups (two runs of eight pairs) one vector of
- * sums, one lane a group, less the xsum8 vector; then the scalar core. */
-static float w4a8_row(const uint8_t *row, const uint16_t *scales,
+/* w4a8: row n times token codes (reordered, K rounded up to 256), `xsum8`
+ * 8 x its groups' code sums (per 32 groups, 128-byte aligned): sum over
+ * groups of scale x (sum of nibble x code - 8 x code sum), before the
+ * token's scale. Per 32 groups one vector of sums, one lane a group, less
+ * the xsum8 vector; then the scalar core. */
+static float w4a8_row(const uint8_t *w, int n, const uint16_t *scales,
                       const int8_t *x, const int32_t *xsum8, int K) {
-  const hvx_vector zero = {0};
-  const int groups = K / kGroup, pairs = (groups + 1) / 2;
-  const int whole = pairs / 8 * 8; /* pairs in runs of eight */
   uint8_t tail[128] __attribute__((aligned(128)));
-  const uint8_t *last = NULL;
-  if (groups % 2) { /* the last pair's second group is past the row */
-    for (int i = 0; i < 64; ++i) {
-      tail[i] = row[(size_t)(pairs - 1) * 128 + i];
-      tail[64 + i] = 0;
-    }
-    last = tail;
-  }
+  const four_bit_row r = four_bit_row_at(w, n, K, x, tail);
   float acc = 0.0f;
-  for (int p0 = 0; p0 < pairs; p0 += 16) {
-    hvx_vector runs[2];
-    for (int r = 0; r < 2; ++r) {
-      const int p = p0 + 8 * r;
-      const uint8_t *w = row + (size_t)p * 128;
-      const int8_t *xp = x + (size_t)p * 256;
-      if (p + 8 > whole)
-        runs[r] = p < pairs ? some_pairs(w, xp, pairs - p, last) : zero;
-      else if ((uintptr_t)w % 128 == 0) /* rows of K % 256 == 0 in the pack */
-        runs[r] = eight_pairs(w, xp, 1);
-      else
-        runs[r] = eight_pairs(w, xp, 0);
-    }
-    const int g0 = 2 * p0, g1 = g0 + 32 < groups ? g0 + 32 : groups;
+  for (int p0 = 0; p0 < r.pairs; p0 += 16) {
+    const int g0 = 2 * p0, g1 = g0 + 32 < r.groups ? g0 + 32 : r.groups;
     int32_t lanes[32] __attribute__((aligned(128)));
     *(hvx_vector *)lanes = __builtin_HEXAGON_V6_vsubw_128B(
-        pairwise(runs[0], runs[1]), *(const hvx_vector *)(xsum8 + g0));
+        chunk_sums(&r, p0, 0), *(const hvx_vector *)(xsum8 + g0));
     for (int g = g0; g < g1; ++g)
       acc += (float)lanes[g - g0] * half_to_float(scales[g]);
   }
@@ -275,14 +320,138 @@ int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
   const int os = out->dim[1].stride;
   for (int n = 0; n < N; ++n)
     for (int t = 0; t < T; ++t)
-      o[(size_t)t * os + n] =
-          w4a8_row(wq + (size_t)n * (K / 2), s + (size_t)n * groups,
-                   reordered + (size_t)t * padded, xsum8 + (size_t)t * sides,
-                   K) *
-          token_scales[t];
+      o[(size_t)t * os + n] = w4a8_row(wq, n, s + (size_t)n * groups,
+                                       reordered + (size_t)t * padded,
+                                       xsum8 + (size_t)t * sides, K) *
+                              token_scales[t];
   free(reordered);
   free(xsum8);
   free(codes);
   free(token_scales);
   return 0;
+}
+
+/* w4a16's inputs: per token and pair of groups, SPARK_PAIR_BYTES(1) bytes
+ * (the int16 inputs' low bytes of the even-index 128, of the odd-index 128,
+ * then their high bytes, the same way; a last half pair's missing half
+ * zero); per token and group the power of two the int16 stand for
+ * (`power`) and what they stand for, summed (`total`). */
+typedef struct int16_inputs {
+  int8_t *bytes;
+  float *power, *total;
+  int pairs, groups;
+} int16_inputs;
+
+/* The T inputs of x rounded to f16 (`bf16`: bf16) and taken per group of
+ * 128 as int16 multiples of a power of two (spark_int16_group, the rule of
+ * the x86 and arm64 kernels). Returns 0, or -1 with nothing allocated. */
+static int prepare_int16(const halide_buffer_t *x, int bf16, int16_inputs *in) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
+  const size_t tokens = (size_t)(T > 0 ? T : 1);
+  in->groups = K / kGroup;
+  in->pairs = (in->groups + 1) / 2;
+  const size_t per_token = (size_t)in->pairs * SPARK_PAIR_BYTES(1);
+  in->bytes = NULL;
+  in->power = (float *)malloc(sizeof(float) * tokens * in->groups);
+  in->total = (float *)malloc(sizeof(float) * tokens * in->groups);
+  if (!in->power || !in->total ||
+      posix_memalign((void **)&in->bytes, 128, tokens * per_token) != 0) {
+    free(in->power);
+    free(in->total);
+    return -1;
+  }
+  for (int t = 0; t < T; ++t) {
+    int8_t *to = in->bytes + (size_t)t * per_token;
+    for (size_t i = 0; i < per_token; ++i)
+      to[i] = 0;
+    for (int g = 0; g < in->groups; ++g) {
+      const float *from = (const float *)x->host + (size_t)t * xs + g * kGroup;
+      float v[kGroup];
+      int16_t q[kGroup];
+      for (int i = 0; i < kGroup; ++i)
+        v[i] = bf16 ? spark_round_bf16(from[i]) : spark_round_f16(from[i]);
+      int32_t sum;
+      const size_t c = (size_t)t * in->groups + g;
+      in->power[c] = spark_int16_group(v, kGroup, q, &sum);
+      in->total[c] = (float)sum * in->power[c];
+      /* input i of the pair's 256 meets nibble byte (i / 2) of the pair's
+       * 128-byte load: low nibbles (even i) lane i / 2 of the even vectors */
+      int8_t *pair = to + (size_t)(g / 2) * SPARK_PAIR_BYTES(1);
+      for (int i = 0; i < kGroup; ++i) {
+        const int k = (g % 2) * kGroup + i; /* within the pair */
+        const int at = (k % 2) * 128 + k / 2;
+        pair[at] = (int8_t)((uint16_t)q[i] & 0xff);
+        pair[256 + at] = (int8_t)((uint16_t)q[i] >> 8);
+      }
+    }
+  }
+  return 0;
+}
+
+/* w4a16: row n times a token's int16 inputs: sum over groups of scale x
+ * (power x the exact int32 sum of code x int16 input - zero x total). */
+static float w4a16_row(const uint8_t *w, int n, const uint16_t *scales,
+                       const uint16_t *zeros, const int16_inputs *in, int t,
+                       int K) {
+  uint8_t tail[128] __attribute__((aligned(128)));
+  const float *power = in->power + (size_t)t * in->groups;
+  const float *total = in->total + (size_t)t * in->groups;
+  const four_bit_row r = four_bit_row_at(
+      w, n, K, in->bytes + (size_t)t * in->pairs * SPARK_PAIR_BYTES(1), tail);
+  float acc = 0.0f;
+  for (int p0 = 0; p0 < r.pairs; p0 += 16) {
+    const int g0 = 2 * p0, g1 = g0 + 32 < r.groups ? g0 + 32 : r.groups;
+    int32_t lanes[32] __attribute__((aligned(128)));
+    *(hvx_vector *)lanes = chunk_sums(&r, p0, 1);
+    for (int g = g0; g < g1; ++g) {
+      const float scale = half_to_float(scales[g]);
+      acc += scale * ((float)lanes[g - g0] * power[g] -
+                      half_to_float(zeros[g]) * total[g]);
+    }
+  }
+  return acc;
+}
+
+static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
+                 halide_buffer_t *scales, halide_buffer_t *zeros,
+                 halide_buffer_t *out, int bf16) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (!spark_linear_fits(x, w, out, 2, kGroup, 1) ||
+      !spark_groups_fit(x, scales, kGroup) ||
+      !spark_groups_fit(x, zeros, kGroup))
+    return -1;
+  int16_inputs in;
+  if (prepare_int16(x, bf16, &in) != 0)
+    return -1;
+  const uint8_t *wq = (const uint8_t *)w->host;
+  const uint16_t *s = (const uint16_t *)scales->host;
+  const uint16_t *z = (const uint16_t *)zeros->host;
+  float *o = (float *)out->host;
+  const int os = out->dim[1].stride, groups = K / kGroup;
+  for (int n = 0; n < N; ++n)
+    for (int t = 0; t < T; ++t)
+      o[(size_t)t * os + n] = w4a16_row(wq, n, s + (size_t)n * groups,
+                                        z + (size_t)n * groups, &in, t, K);
+  free(in.bytes);
+  free(in.power);
+  free(in.total);
+  return 0;
+}
+
+/* w4a16 with f16 (bf16) inputs: x f32 [K, T], w u8 [K/2, N], scales and
+ * zeros f16 [K/128, N], out f32 [N, T]; out = sum over groups of scale *
+ * sum_k (code - zero) * the input rounded to f16 (bf16), each input taken
+ * as an int16 multiple of its group's power of two. */
+int spark_vrmpy_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
+                                  halide_buffer_t *scales,
+                                  halide_buffer_t *zeros,
+                                  halide_buffer_t *out) {
+  return w4a16(x, w, scales, zeros, out, 0);
+}
+
+int spark_vrmpy_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
+                                   halide_buffer_t *scales,
+                                   halide_buffer_t *zeros,
+                                   halide_buffer_t *out) {
+  return w4a16(x, w, scales, zeros, out, 1);
 }
