@@ -188,10 +188,9 @@ class CrossTargets(test_e2e.EndToEnd):
         self.snr_of_build(["--kv-cache=f16"], "arm64-mini-kv-f16", 65.0, target="arm64")
 
     # Hexagon: f32 kernels run on the scalar core (v66 HVX has no float
-    # lanes), int8 products on HVX (vrmpy: w8a8, w4a8, w4a16). Emulating the
-    # scalar f16 and int8 x f32 kernels is slow (w8a16: 1.7 s per prompt
-    # token and 3.3 s per generated one under qemu on a Zen 3 core), so those
-    # run 80 prompt tokens (the ring of 63 slots still wraps) and 8 generated
+    # lanes), int8 products on HVX (vrmpy: w8a8, w4a8, w4a16, w8a16).
+    # Emulating the scalar f16 kernels is slow, so the f16 tests run 80
+    # prompt tokens (the ring of 63 slots still wraps) and 8 generated
     # instead of 150 + 32.
     def test_hexagon_fp32_parity(self):
         self.require("hexagon")
@@ -210,8 +209,7 @@ class CrossTargets(test_e2e.EndToEnd):
 
     def test_hexagon_w8a16_build_of_mini(self):
         self.require("hexagon")
-        self.snr_of_build(["--quant=w8a16"], "hexagon-mini-w8a16", 28.0, target="hexagon",
-                          prompt_length=80, n_predict=8)
+        self.snr_of_build(["--quant=w8a16"], "hexagon-mini-w8a16", 28.0, target="hexagon")
 
     def test_hexagon_w8a8_build_of_mini(self):
         # The vrmpy microkernel.
@@ -228,17 +226,22 @@ class CrossTargets(test_e2e.EndToEnd):
         # pairwise on HVX, the scales on the scalar core) against Halide's
         # scalar kernel: five groups of 128 a row, so a last half pair.
         self.assertHeadRowsMatchHalide("hexagon-wide-head4-a8", "w4a8", "int4",
-                                       self.wide_checkpoint(), target="hexagon")
+                                       self.wide_checkpoint(), target="hexagon",
+                                       prompts=(12, 1))
 
     def test_hexagon_sixteen_bit_input_rows_match_halide(self):
-        # w4a16's vrmpy rows (f16 inputs, the hexagon default, and bf16, as
-        # int16 split into bytes: high bytes x the nibbles, low bytes x the
-        # nibbles, high x 256 + low) against Halide's scalar kernel.
+        # w4a16's and w8a16's vrmpy rows (f16 inputs, the hexagon default,
+        # and bf16, as int16 split into bytes: high bytes x the codes, low
+        # bytes x the codes, high x 256 + low) against Halide's scalar
+        # kernels.
         wide = self.wide_checkpoint()
+        # A 12-token prompt (prefill) and a 1-token one: Halide's scalar
+        # kernels are slow under qemu.
         self.assertHeadRowsMatchHalide("hexagon-wide-head4-a16", "w4a16", "int4", wide,
-                                       target="hexagon")
-        # bf16 (its rounding; the rows are f16's): decode only, as Halide's
-        # scalar kernel is slow under qemu (the whole test: 3 minutes).
+                                       target="hexagon", prompts=(12, 1))
+        self.assertHeadRowsMatchHalide("hexagon-wide-head8-a16", "w8a16", "int8", wide,
+                                       target="hexagon", prompts=(12, 1))
+        # bf16 (its rounding; the rows are f16's): decode only.
         self.assertHeadRowsMatchHalide("hexagon-wide-head4-bf16", "w4a16", "int4", wide,
                                        ["--activations=bf16"], target="hexagon",
                                        prompts=(1,))

@@ -24,6 +24,11 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   static const Microkernel w4a16[] = {
       {"spark_vrmpy_linear_w4a16_xbf16", "vrmpy_linear.c", {}},
       {"spark_vrmpy_linear_w4a16_xf16", "vrmpy_linear.c", {}}};
+  // int8 codes with 16-bit inputs (w8a16): vrmpy of the codes with the high
+  // bytes and with the low ones, per group of 128 inputs.
+  static const Microkernel w8a16[] = {
+      {"spark_vrmpy_linear_w8a16_xbf16", "vrmpy_linear.c", {}},
+      {"spark_vrmpy_linear_w8a16_xf16", "vrmpy_linear.c", {}}};
   if (!variant.int8Dot)
     return nullptr;
   if (spec.isInt8Linear(false) && spec.in % SPARK_MK_VRMPY_DEPTH == 0)
@@ -33,9 +38,14 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   const bool int16Inputs =
       spec.kind == KernelKind::Linear && !spec.inputBits &&
       (spec.inputType == DType::BF16 || spec.inputType == DType::F16);
-  if (int16Inputs && spec.group == SPARK_MK_GROUP && spec.codeBits == 4 &&
-      !spec.symmetricGroups && spec.in % SPARK_MK_GROUP == 0)
-    return &w4a16[spec.inputType == DType::F16];
+  const bool f16 = spec.inputType == DType::F16;
+  if (!int16Inputs || spec.in % SPARK_MK_GROUP != 0)
+    return nullptr;
+  if (spec.group == SPARK_MK_GROUP && spec.codeBits == 4 &&
+      !spec.symmetricGroups)
+    return &w4a16[f16];
+  if (spec.weightType == DType::I8 && !spec.group)
+    return &w8a16[f16];
   return nullptr;
 }
 

@@ -127,26 +127,49 @@ static inline hvx_vector pairwise(hvx_vector first, hvx_vector second) {
                                          __builtin_HEXAGON_V6_hi_128B(dealt));
 }
 
-/* The bytes of a token's inputs for one pair of groups: w4a8 the codes (the
- * even 128, then the odd 128), w4a16 the int16 inputs' low bytes (even,
- * odd), then their high bytes (even, odd). */
-#define SPARK_PAIR_BYTES(a16) ((a16) ? 512 : 256)
+/* What a row's pairs of groups hold and meet: 4-bit codes with int8 input
+ * codes (w4a8), 4-bit codes with int16 inputs (w4a16), int8 codes with
+ * int16 inputs (w8a16). */
+enum pair_form { kFourBitA8, kFourBitA16, kEightBitA16 };
 
-/* Two groups of a row (128 nibble bytes from w, 128-byte aligned if
- * `aligned`) times their inputs (x, aligned, SPARK_PAIR_BYTES): lanes 0-15
- * the first group's partial sums, 16-31 the second's. w4a8: the nibbles 0..15
- * as unsigned bytes against the signed codes; w4a16: against the high bytes
- * (signed) and the low bytes (unsigned), high x 256 + low, exact. */
+/* Weight bytes of a pair of groups: 128 nibble bytes, or 256 int8 codes. */
+#define SPARK_PAIR_W(form) ((form) == kEightBitA16 ? 256 : 128)
+/* Bytes of a token's inputs for one pair: w4a8 the codes (the even-index
+ * 128, then the odd-index 128); w4a16 the int16 inputs' low bytes (even,
+ * odd), then their high bytes (even, odd); w8a16, in their order, the
+ * first group's low bytes and high bytes, then the second's. */
+#define SPARK_PAIR_X(form) ((form) == kFourBitA8 ? 256 : 512)
+
+/* One pair of groups of a row (from w, 128-byte aligned if `aligned`)
+ * times their inputs (x, aligned): lanes 0-15 the first group's partial
+ * sums, 16-31 the second's. 4-bit: the nibbles 0..15 as unsigned bytes, the
+ * low ones the even codes; against the signed input codes (w4a8), or against
+ * the int16 inputs' high bytes (signed) and low bytes (unsigned), high x 256
+ * + low (w4a16); int8 codes against the high and the low bytes (w8a16), 32
+ * lanes a group, then added pairwise. Every sum is exact in int32. */
 static inline __attribute__((always_inline)) hvx_vector
-pair_dot(const uint8_t *w, const int8_t *x, const int aligned, const int a16) {
+pair_dot(const uint8_t *w, const int8_t *x, const int aligned,
+         const enum pair_form form) {
+  const hvx_vector *in = (const hvx_vector *)x;
+  if (form == kEightBitA16) {
+    hvx_vector dot[2];
+    for (int h = 0; h < 2; ++h) {
+      const hvx_vector codes = aligned ? *(const hvx_vector *)(w + 128 * h)
+                                       : load((const int8_t *)w + 128 * h);
+      dot[h] = __builtin_HEXAGON_V6_vaddw_128B(
+          __builtin_HEXAGON_V6_vaslw_128B(
+              __builtin_HEXAGON_V6_vrmpybv_128B(in[2 * h + 1], codes), 8),
+          __builtin_HEXAGON_V6_vrmpybusv_128B(in[2 * h], codes));
+    }
+    return pairwise(dot[0], dot[1]);
+  }
   const hvx_vector low = __builtin_HEXAGON_V6_lvsplatw_128B(0x0f0f0f0f);
   const hvx_vector v =
       aligned ? *(const hvx_vector *)w : load((const int8_t *)w);
   const hvx_vector even = __builtin_HEXAGON_V6_vand_128B(v, low);
   const hvx_vector odd = __builtin_HEXAGON_V6_vand_128B(
       __builtin_HEXAGON_V6_vlsrh_128B(v, 4), low);
-  const hvx_vector *in = (const hvx_vector *)x;
-  if (!a16)
+  if (form == kFourBitA8)
     return __builtin_HEXAGON_V6_vrmpybusv_acc_128B(
         __builtin_HEXAGON_V6_vrmpybusv_128B(even, in[0]), odd, in[1]);
   const hvx_vector high = __builtin_HEXAGON_V6_vrmpybusv_acc_128B(
@@ -157,30 +180,32 @@ pair_dot(const uint8_t *w, const int8_t *x, const int aligned, const int a16) {
       __builtin_HEXAGON_V6_vaslw_128B(high, 8), lows);
 }
 
-/* Eight pairs of groups of a row (1 KiB from w) times their inputs: 16
- * groups x 2 lanes, in order (straight-line code, the common case). */
+/* Eight pairs of groups of a row from w times their inputs: 16 groups x 2
+ * lanes, in order (straight-line code, the common case). */
 static inline __attribute__((always_inline)) hvx_vector
 eight_pairs(const uint8_t *w, const int8_t *x, const int aligned,
-            const int a16) {
-  const int bytes = SPARK_PAIR_BYTES(a16);
+            const enum pair_form form) {
+  const int wb = SPARK_PAIR_W(form), xb = SPARK_PAIR_X(form);
   hvx_vector half[4];
   for (int i = 0; i < 4; ++i)
     half[i] = pairwise(
-        pair_dot(w + 256 * i, x + 2 * bytes * i, aligned, a16),
-        pair_dot(w + 256 * i + 128, x + (2 * i + 1) * bytes, aligned, a16));
+        pair_dot(w + 2 * wb * i, x + 2 * xb * i, aligned, form),
+        pair_dot(w + (2 * i + 1) * wb, x + (2 * i + 1) * xb, aligned, form));
   return pairwise(pairwise(half[0], half[1]), pairwise(half[2], half[3]));
 }
 
-/* The same for 1..8 pairs, pair j at w + 128 j (the last from `tail` if not
- * NULL), the missing ones zero. */
+/* The same for 1..8 pairs (the last from `tail` if not NULL), the missing
+ * ones zero. */
 static inline __attribute__((always_inline)) hvx_vector
 some_pairs(const uint8_t *w, const int8_t *x, int pairs, const uint8_t *tail,
-           const int a16) {
+           const enum pair_form form) {
   const hvx_vector zero = {0};
   hvx_vector dots[8];
   for (int j = 0; j < 8; ++j)
-    dots[j] = j < pairs ? pair_dot(tail && j == pairs - 1 ? tail : w + 128 * j,
-                                   x + SPARK_PAIR_BYTES(a16) * j, 0, a16)
+    dots[j] = j < pairs ? pair_dot(tail && j == pairs - 1
+                                       ? tail
+                                       : w + SPARK_PAIR_W(form) * j,
+                                   x + SPARK_PAIR_X(form) * j, 0, form)
                         : zero;
   hvx_vector half[4];
   for (int i = 0; i < 4; ++i)
@@ -188,51 +213,53 @@ some_pairs(const uint8_t *w, const int8_t *x, int pairs, const uint8_t *tail,
   return pairwise(pairwise(half[0], half[1]), pairwise(half[2], half[3]));
 }
 
-/* A row of 4-bit codes (K/2 bytes) and its inputs, read 32 groups at a
- * time (two runs of eight pairs): `tail` holds the last pair when the row
- * has an odd number of groups (its second half zero). */
-typedef struct four_bit_row {
+/* A row of codes and one token's inputs, read 32 groups at a time (two
+ * runs of eight pairs): `tail` holds the last pair when the row has an odd
+ * number of groups (its second half zero). */
+typedef struct pair_row {
   const uint8_t *row;
   const int8_t *x;
   int groups, pairs;
   const uint8_t *tail;
-} four_bit_row;
+} pair_row;
 
 /* Groups 2 p0 .. 2 p0 + 31 of the row (those it has): one lane a group, the
  * lanes after its last zero. */
 static inline __attribute__((always_inline)) hvx_vector
-chunk_sums(const four_bit_row *r, int p0, const int a16) {
+chunk_sums(const pair_row *r, int p0, const enum pair_form form) {
   const hvx_vector zero = {0};
   const int whole = r->pairs / 8 * 8; /* pairs in runs of eight */
   hvx_vector runs[2];
   for (int i = 0; i < 2; ++i) {
     const int p = p0 + 8 * i;
-    const uint8_t *w = r->row + (size_t)p * 128;
-    const int8_t *xp = r->x + (size_t)p * SPARK_PAIR_BYTES(a16);
+    const uint8_t *w = r->row + (size_t)p * SPARK_PAIR_W(form);
+    const int8_t *xp = r->x + (size_t)p * SPARK_PAIR_X(form);
     if (p + 8 > whole)
       runs[i] =
-          p < r->pairs ? some_pairs(w, xp, r->pairs - p, r->tail, a16) : zero;
+          p < r->pairs ? some_pairs(w, xp, r->pairs - p, r->tail, form) : zero;
     else if ((uintptr_t)w % 128 == 0) /* rows of K % 256 == 0 in the pack */
-      runs[i] = eight_pairs(w, xp, 1, a16);
+      runs[i] = eight_pairs(w, xp, 1, form);
     else
-      runs[i] = eight_pairs(w, xp, 0, a16);
+      runs[i] = eight_pairs(w, xp, 0, form);
   }
   return pairwise(runs[0], runs[1]);
 }
 
-/* Row n of w (K/2 bytes a row) with token inputs x; `tail` a 128-byte
- * aligned buffer for an odd last group. */
-static inline four_bit_row four_bit_row_at(const uint8_t *w, int n, int K,
-                                           const int8_t *x, uint8_t *tail) {
-  four_bit_row r = {.row = w + (size_t)n * (K / 2),
-                    .x = x,
-                    .groups = K / kGroup,
-                    .pairs = (K / kGroup + 1) / 2,
-                    .tail = NULL};
+/* Row n of w (K codes a row) with one token's inputs x; `tail` a 128-byte
+ * aligned buffer of 256 bytes for an odd last group. */
+static inline pair_row pair_row_at(const uint8_t *w, int n, int K,
+                                   const int8_t *x, uint8_t *tail,
+                                   const enum pair_form form) {
+  const int wb = SPARK_PAIR_W(form), group_bytes = wb / 2;
+  pair_row r = {.row = w + (size_t)n * (K / kGroup) * group_bytes,
+                .x = x,
+                .groups = K / kGroup,
+                .pairs = (K / kGroup + 1) / 2,
+                .tail = NULL};
   if (r.groups % 2) { /* the last pair's second group is past the row */
-    for (int i = 0; i < 64; ++i) {
-      tail[i] = r.row[(size_t)(r.pairs - 1) * 128 + i];
-      tail[64 + i] = 0;
+    for (int i = 0; i < group_bytes; ++i) {
+      tail[i] = r.row[(size_t)(r.pairs - 1) * wb + i];
+      tail[group_bytes + i] = 0;
     }
     r.tail = tail;
   }
@@ -258,14 +285,14 @@ static inline float half_to_float(uint16_t h) {
  * the xsum8 vector; then the scalar core. */
 static float w4a8_row(const uint8_t *w, int n, const uint16_t *scales,
                       const int8_t *x, const int32_t *xsum8, int K) {
-  uint8_t tail[128] __attribute__((aligned(128)));
-  const four_bit_row r = four_bit_row_at(w, n, K, x, tail);
+  uint8_t tail[256] __attribute__((aligned(128)));
+  const pair_row r = pair_row_at(w, n, K, x, tail, kFourBitA8);
   float acc = 0.0f;
   for (int p0 = 0; p0 < r.pairs; p0 += 16) {
     const int g0 = 2 * p0, g1 = g0 + 32 < r.groups ? g0 + 32 : r.groups;
     int32_t lanes[32] __attribute__((aligned(128)));
     *(hvx_vector *)lanes = __builtin_HEXAGON_V6_vsubw_128B(
-        chunk_sums(&r, p0, 0), *(const hvx_vector *)(xsum8 + g0));
+        chunk_sums(&r, p0, kFourBitA8), *(const hvx_vector *)(xsum8 + g0));
     for (int g = g0; g < g1; ++g)
       acc += (float)lanes[g - g0] * half_to_float(scales[g]);
   }
@@ -331,11 +358,10 @@ int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
   return 0;
 }
 
-/* w4a16's inputs: per token and pair of groups, SPARK_PAIR_BYTES(1) bytes
- * (the int16 inputs' low bytes of the even-index 128, of the odd-index 128,
- * then their high bytes, the same way; a last half pair's missing half
- * zero); per token and group the power of two the int16 stand for
- * (`power`) and what they stand for, summed (`total`). */
+/* 16-bit inputs as int16: per token and pair of groups SPARK_PAIR_X bytes
+ * (w4a16: the even/odd order of 4-bit codes; w8a16: their order; a last
+ * half pair's missing half zero); per token and group the power of two the
+ * int16 stand for (`power`) and what they stand for, summed (`total`). */
 typedef struct int16_inputs {
   int8_t *bytes;
   float *power, *total;
@@ -344,13 +370,15 @@ typedef struct int16_inputs {
 
 /* The T inputs of x rounded to f16 (`bf16`: bf16) and taken per group of
  * 128 as int16 multiples of a power of two (spark_int16_group, the rule of
- * the x86 and arm64 kernels). Returns 0, or -1 with nothing allocated. */
-static int prepare_int16(const halide_buffer_t *x, int bf16, int16_inputs *in) {
+ * the x86 and arm64 kernels), laid out for `form` (kFourBitA16 or
+ * kEightBitA16). Returns 0, or -1 with nothing allocated. */
+static int prepare_int16(const halide_buffer_t *x, int bf16,
+                         const enum pair_form form, int16_inputs *in) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
   const size_t tokens = (size_t)(T > 0 ? T : 1);
   in->groups = K / kGroup;
   in->pairs = (in->groups + 1) / 2;
-  const size_t per_token = (size_t)in->pairs * SPARK_PAIR_BYTES(1);
+  const size_t per_token = (size_t)in->pairs * SPARK_PAIR_X(form);
   in->bytes = NULL;
   in->power = (float *)malloc(sizeof(float) * tokens * in->groups);
   in->total = (float *)malloc(sizeof(float) * tokens * in->groups);
@@ -374,14 +402,17 @@ static int prepare_int16(const halide_buffer_t *x, int bf16, int16_inputs *in) {
       const size_t c = (size_t)t * in->groups + g;
       in->power[c] = spark_int16_group(v, kGroup, q, &sum);
       in->total[c] = (float)sum * in->power[c];
-      /* input i of the pair's 256 meets nibble byte (i / 2) of the pair's
-       * 128-byte load: low nibbles (even i) lane i / 2 of the even vectors */
-      int8_t *pair = to + (size_t)(g / 2) * SPARK_PAIR_BYTES(1);
+      /* w4a16: input k of the pair's 256 meets nibble byte k / 2 of the
+       * pair's 128-byte load, the low nibbles (even k) in the even vectors;
+       * w8a16: code i of the group's 128 */
+      int8_t *pair = to + (size_t)(g / 2) * SPARK_PAIR_X(form);
       for (int i = 0; i < kGroup; ++i) {
         const int k = (g % 2) * kGroup + i; /* within the pair */
-        const int at = (k % 2) * 128 + k / 2;
-        pair[at] = (int8_t)((uint16_t)q[i] & 0xff);
-        pair[256 + at] = (int8_t)((uint16_t)q[i] >> 8);
+        const int low =
+            form == kEightBitA16 ? (g % 2) * 256 + i : (k % 2) * 128 + k / 2;
+        const int high = form == kEightBitA16 ? low + 128 : low + 256;
+        pair[low] = (int8_t)((uint16_t)q[i] & 0xff);
+        pair[high] = (int8_t)((uint16_t)q[i] >> 8);
       }
     }
   }
@@ -393,16 +424,17 @@ static int prepare_int16(const halide_buffer_t *x, int bf16, int16_inputs *in) {
 static float w4a16_row(const uint8_t *w, int n, const uint16_t *scales,
                        const uint16_t *zeros, const int16_inputs *in, int t,
                        int K) {
-  uint8_t tail[128] __attribute__((aligned(128)));
+  uint8_t tail[256] __attribute__((aligned(128)));
   const float *power = in->power + (size_t)t * in->groups;
   const float *total = in->total + (size_t)t * in->groups;
-  const four_bit_row r = four_bit_row_at(
-      w, n, K, in->bytes + (size_t)t * in->pairs * SPARK_PAIR_BYTES(1), tail);
+  const pair_row r = pair_row_at(
+      w, n, K, in->bytes + (size_t)t * in->pairs * SPARK_PAIR_X(kFourBitA16),
+      tail, kFourBitA16);
   float acc = 0.0f;
   for (int p0 = 0; p0 < r.pairs; p0 += 16) {
     const int g0 = 2 * p0, g1 = g0 + 32 < r.groups ? g0 + 32 : r.groups;
     int32_t lanes[32] __attribute__((aligned(128)));
-    *(hvx_vector *)lanes = chunk_sums(&r, p0, 1);
+    *(hvx_vector *)lanes = chunk_sums(&r, p0, kFourBitA16);
     for (int g = g0; g < g1; ++g) {
       const float scale = half_to_float(scales[g]);
       acc += scale * ((float)lanes[g - g0] * power[g] -
@@ -421,7 +453,7 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
       !spark_groups_fit(x, zeros, kGroup))
     return -1;
   int16_inputs in;
-  if (prepare_int16(x, bf16, &in) != 0)
+  if (prepare_int16(x, bf16, kFourBitA16, &in) != 0)
     return -1;
   const uint8_t *wq = (const uint8_t *)w->host;
   const uint16_t *s = (const uint16_t *)scales->host;
@@ -454,4 +486,62 @@ int spark_vrmpy_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
                                    halide_buffer_t *zeros,
                                    halide_buffer_t *out) {
   return w4a16(x, w, scales, zeros, out, 1);
+}
+
+/* w8a16: row n times a token's int16 inputs: sum over groups of power x
+ * the exact int32 sum of code x int16 input, before the row's scale. */
+static float w8a16_row(const int8_t *w, int n, const int16_inputs *in, int t,
+                       int K) {
+  uint8_t tail[256] __attribute__((aligned(128)));
+  const float *power = in->power + (size_t)t * in->groups;
+  const pair_row r = pair_row_at((const uint8_t *)w, n, K,
+                                 in->bytes + (size_t)t * in->pairs *
+                                                 SPARK_PAIR_X(kEightBitA16),
+                                 tail, kEightBitA16);
+  float acc = 0.0f;
+  for (int p0 = 0; p0 < r.pairs; p0 += 16) {
+    const int g0 = 2 * p0, g1 = g0 + 32 < r.groups ? g0 + 32 : r.groups;
+    int32_t lanes[32] __attribute__((aligned(128)));
+    *(hvx_vector *)lanes = chunk_sums(&r, p0, kEightBitA16);
+    for (int g = g0; g < g1; ++g)
+      acc += (float)lanes[g - g0] * power[g];
+  }
+  return acc;
+}
+
+static int w8a16(halide_buffer_t *x, halide_buffer_t *w,
+                 halide_buffer_t *scales, halide_buffer_t *out, int bf16) {
+  const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
+  if (!spark_linear_fits(x, w, out, 1, kGroup, 1))
+    return -1;
+  int16_inputs in;
+  if (prepare_int16(x, bf16, kEightBitA16, &in) != 0)
+    return -1;
+  const int8_t *wq = (const int8_t *)w->host;
+  const float *row_scales = (const float *)scales->host;
+  float *o = (float *)out->host;
+  const int os = out->dim[1].stride;
+  for (int n = 0; n < N; ++n)
+    for (int t = 0; t < T; ++t)
+      o[(size_t)t * os + n] = w8a16_row(wq, n, &in, t, K) * row_scales[n];
+  free(in.bytes);
+  free(in.power);
+  free(in.total);
+  return 0;
+}
+
+/* w8a16 with f16 (bf16) inputs: x f32 [K, T], w s8 [K, N], scales f32 [N],
+ * out f32 [N, T]; out = scale * sum_k code * the input rounded to f16
+ * (bf16), each input taken as an int16 multiple of its group's (128)
+ * power of two. */
+int spark_vrmpy_linear_w8a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
+                                  halide_buffer_t *scales,
+                                  halide_buffer_t *out) {
+  return w8a16(x, w, scales, out, 0);
+}
+
+int spark_vrmpy_linear_w8a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
+                                   halide_buffer_t *scales,
+                                   halide_buffer_t *out) {
+  return w8a16(x, w, scales, out, 1);
 }
