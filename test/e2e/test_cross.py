@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_e2e  # noqa: E402
-from test_e2e import (MAX_CONTEXT, Case, compile_args, missing_cross_tools, run,  # noqa: E402
-                      runner, tool)
+from test_e2e import (EMULATORS, MAX_CONTEXT, Case, compile_args,  # noqa: E402
+                      missing_cross_tools, run, runner, tool)
 
 
 class CrossTargets(test_e2e.EndToEnd):
@@ -215,6 +215,34 @@ class CrossTargets(test_e2e.EndToEnd):
         # The vrmpy microkernel.
         self.require("hexagon")
         self.snr_of_build(["--quant=w8a8"], "hexagon-mini-w8a8", 22.0, target="hexagon")
+
+    def test_hexagon_lane_conversions_are_exact(self):
+        # vrmpy_linear.c turns lane sums and f16 scales into f32 on HVX (v66
+        # has no float lanes): hexagon_lanes_test.c checks them against C's
+        # conversion and the f16 fields, under qemu.
+        self.require("hexagon")
+        clang = "/usr/lib/llvm-22/bin/clang"
+        halide = [d for d in ("/usr/include/halide14", "/usr/include")
+                  if os.path.exists(os.path.join(d, "HalideRuntime.h"))]
+        if not halide:
+            print("[SKIP] HalideRuntime.h is not installed")
+            self.skipTest("HalideRuntime.h is not installed")
+        resource = run([clang, "-print-resource-dir"]).strip()
+        source = test_e2e.SOURCE
+        exe = os.path.join(self.tmp, "hexagon_lanes_test")
+        run([clang, "--target=hexagon-unknown-none-elf", "-mv66", "-mhvx",
+             "-mhvx-length=128B", "-O2", "-ffreestanding", "-fno-builtin", "-nostdinc",
+             "-isystem", os.path.join(resource, "include"),
+             "-isystem", os.path.join(source, "targets", "hexagon", "libc", "include"),
+             "-I" + halide[0], "-I" + os.path.join(source, "runtime", "include"),
+             "-I" + os.path.join(source, "targets", "common", "lib"),
+             "-I" + os.path.join(source, "targets", "hexagon", "lib"),
+             "-nostdlib", "-static", "-fuse-ld=lld", "--ld-path=/usr/lib/llvm-22/bin/ld.lld",
+             os.path.join(source, "test", "e2e", "hexagon_lanes_test.c"),
+             os.path.join(source, "targets", "hexagon", "libc", "freestanding.c"), "-o", exe])
+        report = run(EMULATORS["hexagon"] + [exe])
+        print(report.strip())
+        self.assertIn(" 0 mismatches", report)
 
     def test_hexagon_w4a8_build_of_mini(self):
         # The 4-bit vrmpy rows in every product of the model.

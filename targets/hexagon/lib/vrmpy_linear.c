@@ -27,6 +27,9 @@
 #include "HalideRuntime.h"
 #include "microkernel_support.h"
 
+#include <hexagon_types.h>
+#include <hvx_hexagon_protos.h>
+
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -266,38 +269,98 @@ static inline pair_row pair_row_at(const uint8_t *w, int n, int K,
   return r;
 }
 
-/* An f16 value's f32 (finite; the small libc has no conversion routine):
- * its bits below the sign moved to an f32's places, times 2^112 to move the
- * exponent's bias, exact for normal and subnormal values alike. */
-static inline float half_to_float(uint16_t h) {
-  union {
-    uint32_t bits;
-    float value;
-  } u = {.bits = (uint32_t)(h & 0x7fffu) << 13};
-  const float magnitude = u.value * 0x1p112f;
-  return h & 0x8000u ? -magnitude : magnitude;
+/* f32 bits of int32 lanes (|v| < 2^31), rounded to nearest even past 24
+ * significant bits, as (float)v gives them: the magnitude shifted up to its
+ * leading one, 24 bits kept, the exponent from the leading zeros. `small`:
+ * every |v| < 2^24 (exact, nothing to round). */
+static inline __attribute__((always_inline)) hvx_vector
+float_bits(hvx_vector v, const int small) {
+  const hvx_vector zero = {0};
+  const hvx_vector a = Q6_Vw_vabs_Vw(v);
+  const hvx_vector lz = Q6_Vuw_vcl0_Vuw(a);
+  const hvx_vector m = Q6_Vw_vasl_VwVw(a, lz); /* the leading one at bit 31 */
+  hvx_vector q = Q6_Vuw_vlsr_VuwR(m, 8);
+  if (!small) /* + 1 when the 8 bits dropped are above half, or half and q
+                 odd */
+    q = Q6_Vw_vadd_VwVw(
+        q, Q6_Vuw_vlsr_VuwR(
+               Q6_Vw_vadd_VwVw(
+                   Q6_Vw_vadd_VwVw(Q6_V_vand_VV(m, Q6_V_vsplat_R(0xff)),
+                                   Q6_V_vand_VV(q, Q6_V_vsplat_R(1))),
+                   Q6_V_vsplat_R(0x7f)),
+               8));
+  /* exponent 31 - lz, biased 158 - lz; q's leading one (or a carry out of
+   * the rounding) adds one more: (157 - lz) << 23 + q */
+  const hvx_vector bits = Q6_V_vor_VV(
+      Q6_Vw_vadd_VwVw(
+          Q6_Vw_vasl_VwR(Q6_Vw_vsub_VwVw(Q6_V_vsplat_R(157), lz), 23), q),
+      Q6_V_vand_VV(v, Q6_V_vsplat_R((int32_t)0x80000000)));
+  return Q6_V_vmux_QVV(Q6_Q_vcmp_eq_VwVw(a, zero), zero, bits);
 }
 
-/* w4a8: row n times token codes (reordered, K rounded up to 256), `xsum8`
- * 8 x its groups' code sums (per 32 groups, 128-byte aligned): sum over
- * groups of scale x (sum of nibble x code - 8 x code sum), before the
- * token's scale. Per 32 groups one vector of sums, one lane a group, less
- * the xsum8 vector; then the scalar core. */
-static float w4a8_row(const uint8_t *w, int n, const uint16_t *scales,
-                      const int8_t *x, const int32_t *xsum8, int K) {
-  uint8_t tail[256] __attribute__((aligned(128)));
-  const pair_row r = pair_row_at(w, n, K, x, tail, kFourBitA8);
-  float acc = 0.0f;
-  for (int p0 = 0; p0 < r.pairs; p0 += 16) {
-    const int g0 = 2 * p0, g1 = g0 + 32 < r.groups ? g0 + 32 : r.groups;
-    int32_t lanes[32] __attribute__((aligned(128)));
-    *(hvx_vector *)lanes = __builtin_HEXAGON_V6_vsubw_128B(
-        chunk_sums(&r, p0, kFourBitA8), *(const hvx_vector *)(xsum8 + g0));
-    for (int g = g0; g < g1; ++g)
-      acc += (float)lanes[g - g0] * half_to_float(scales[g]);
+/* f32 bits of the 32 f16 values at h (finite), exact: normal values moved
+ * to f32's places with the exponent rebiased; subnormal ones (a multiple of
+ * 2^-24) converted from their integer. `end`: where the readable f16 values
+ * end (a vector load reads 64 of them). */
+static inline hvx_vector half_bits(const uint16_t *h, const uint16_t *end) {
+  const hvx_vector zero = {0};
+  uint16_t copy[64] __attribute__((aligned(128)));
+  if (end - h < 64) {
+    for (int i = 0; i < 64; ++i)
+      copy[i] = h + i < end ? h[i] : 0;
+    h = copy;
   }
-  return acc;
+  /* zero-extended: even halves in the low vector, odd in the high one;
+   * shuffled back into their order */
+  const HVX_VectorPair wide = Q6_Wuw_vzxt_Vuh(load((const int8_t *)h));
+  const hvx_vector w =
+      Q6_V_lo_W(Q6_W_vshuff_VVR(Q6_V_hi_W(wide), Q6_V_lo_W(wide), -4));
+  const hvx_vector m = Q6_V_vand_VV(w, Q6_V_vsplat_R(0x7fff));
+  const hvx_vector normal =
+      Q6_Vw_vadd_VwVw(Q6_Vw_vasl_VwR(m, 13), Q6_V_vsplat_R(112 << 23));
+  const hvx_vector small =
+      Q6_V_vmux_QVV(Q6_Q_vcmp_eq_VwVw(m, zero), zero,
+                    Q6_Vw_vsub_VwVw(float_bits(m, 1), Q6_V_vsplat_R(24 << 23)));
+  return Q6_V_vor_VV(
+      Q6_V_vmux_QVV(Q6_Q_vcmp_gt_VwVw(Q6_V_vsplat_R(0x400), m), small, normal),
+      Q6_Vw_vasl_VwR(Q6_V_vand_VV(w, Q6_V_vsplat_R(0x8000)), 16));
 }
+
+/* 32 lanes' f32 values, stored from their bits. */
+typedef union lane_floats {
+  hvx_vector bits;
+  float value[32];
+} lane_floats;
+
+/* How a call's rows are read: two at a time when a row has 16 groups (K =
+ * 2048: its eight pairs reduce to 2 lanes a group, two rows' fill the 32
+ * lanes, whose side values are the two rows' 32 in a row), else one at a
+ * time, 32 groups a vector. */
+static inline int rows_at_once(int groups) { return groups == 16 ? 2 : 1; }
+
+/* The lanes of rows n (and n + 1 when `rows` is 2) for groups 2 p0 .. 2 p0
+ * + 31 of one token's inputs x: lane i of two rows is group i % 16 of row
+ * n + i / 16. */
+static inline __attribute__((always_inline)) hvx_vector
+block_sums(const uint8_t *w, int n, int rows, int K, const int8_t *x,
+           uint8_t *tail, int p0, const enum pair_form form) {
+  const pair_row r = pair_row_at(w, n, K, x, tail, form);
+  if (rows == 1)
+    return chunk_sums(&r, p0, form);
+  const uint8_t *next = r.row + (size_t)(K / kGroup) * (SPARK_PAIR_W(form) / 2);
+  if ((uintptr_t)r.row % 128 == 0)
+    return pairwise(eight_pairs(r.row, x, 1, form),
+                    eight_pairs(next, x, 1, form));
+  return pairwise(eight_pairs(r.row, x, 0, form),
+                  eight_pairs(next, x, 0, form));
+}
+
+/* Row n's output (and row n + 1's) from lane sums: lanes [first, first +
+ * count) of row n, the rest of row n + 1 when `rows` is 2. */
+#define SPARK_EACH_ROW(rows, count, body)                                      \
+  for (int row = 0; row < (rows); ++row)                                       \
+    for (int i = row * 16, e = (rows) == 2 ? i + 16 : (count); i < e; ++i)     \
+  body
 
 int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                             halide_buffer_t *scales, float input_scale,
@@ -323,7 +386,8 @@ int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
     return -1;
   }
   /* per 256 codes: the even ones, then the odd ones, as the nibbles of a
-   * 128-byte load hold them; a last half pair's missing half zero */
+   * 128-byte load hold them; a last half pair's missing half zero; 8 x each
+   * group's code sum in the lane of its sums (two rows at once: twice) */
   for (int t = 0; t < T; ++t) {
     const int8_t *c = codes + (size_t)t * K;
     int8_t *r = reordered + (size_t)t * padded;
@@ -334,23 +398,44 @@ int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
       r[k / 256 * 256 + 128 + k % 256 / 2] = c[k + 1];
     }
     int32_t *s8 = xsum8 + (size_t)t * sides;
-    for (int g = 0; g < sides; ++g) {
+    for (int lane = 0; lane < sides; ++lane) {
+      const int g = lane % (rows_at_once(groups) == 2 ? 16 : sides);
       int32_t sum = 0;
       for (int i = 0; g < groups && i < kGroup; ++i)
         sum += c[g * kGroup + i];
-      s8[g] = 8 * sum;
+      s8[lane] = 8 * sum;
     }
   }
   const uint8_t *wq = (const uint8_t *)w->host;
-  const uint16_t *s = (const uint16_t *)scales->host;
+  const uint16_t *s = (const uint16_t *)scales->host,
+                 *s_end = s + (size_t)N * groups;
   float *o = (float *)out->host;
-  const int os = out->dim[1].stride;
-  for (int n = 0; n < N; ++n)
-    for (int t = 0; t < T; ++t)
-      o[(size_t)t * os + n] = w4a8_row(wq, n, s + (size_t)n * groups,
-                                       reordered + (size_t)t * padded,
-                                       xsum8 + (size_t)t * sides, K) *
-                              token_scales[t];
+  const int os = out->dim[1].stride, pairs = (groups + 1) / 2;
+  uint8_t tail[256] __attribute__((aligned(128)));
+  for (int n = 0; n < N;) {
+    const int rows = n + 1 < N ? rows_at_once(groups) : 1;
+    for (int t = 0; t < T; ++t) {
+      float acc[2] = {0.0f, 0.0f};
+      for (int p0 = 0; p0 < pairs; p0 += 16) {
+        const int g0 = 2 * p0, count = groups - g0 < 32 ? groups - g0 : 32;
+        const hvx_vector sums =
+            block_sums(wq, n, rows, K, reordered + (size_t)t * padded, tail, p0,
+                       kFourBitA8);
+        /* sum - 8 x code sum, exact in f32 (below 2^17) */
+        const lane_floats lanes = {float_bits(
+            Q6_Vw_vsub_VwVw(
+                sums, *(const hvx_vector *)(xsum8 + (size_t)t * sides + g0)),
+            1)};
+        const lane_floats scale = {
+            half_bits(s + (size_t)n * groups + g0, s_end)};
+        SPARK_EACH_ROW(rows, count,
+                       { acc[row] += lanes.value[i] * scale.value[i]; })
+      }
+      for (int row = 0; row < rows; ++row)
+        o[(size_t)t * os + n + row] = acc[row] * token_scales[t];
+    }
+    n += rows;
+  }
   free(reordered);
   free(xsum8);
   free(codes);
@@ -419,31 +504,6 @@ static int prepare_int16(const halide_buffer_t *x, int bf16,
   return 0;
 }
 
-/* w4a16: row n times a token's int16 inputs: sum over groups of scale x
- * (power x the exact int32 sum of code x int16 input - zero x total). */
-static float w4a16_row(const uint8_t *w, int n, const uint16_t *scales,
-                       const uint16_t *zeros, const int16_inputs *in, int t,
-                       int K) {
-  uint8_t tail[256] __attribute__((aligned(128)));
-  const float *power = in->power + (size_t)t * in->groups;
-  const float *total = in->total + (size_t)t * in->groups;
-  const pair_row r = pair_row_at(
-      w, n, K, in->bytes + (size_t)t * in->pairs * SPARK_PAIR_X(kFourBitA16),
-      tail, kFourBitA16);
-  float acc = 0.0f;
-  for (int p0 = 0; p0 < r.pairs; p0 += 16) {
-    const int g0 = 2 * p0, g1 = g0 + 32 < r.groups ? g0 + 32 : r.groups;
-    int32_t lanes[32] __attribute__((aligned(128)));
-    *(hvx_vector *)lanes = chunk_sums(&r, p0, kFourBitA16);
-    for (int g = g0; g < g1; ++g) {
-      const float scale = half_to_float(scales[g]);
-      acc += scale * ((float)lanes[g - g0] * power[g] -
-                      half_to_float(zeros[g]) * total[g]);
-    }
-  }
-  return acc;
-}
-
 static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
                  halide_buffer_t *scales, halide_buffer_t *zeros,
                  halide_buffer_t *out, int bf16) {
@@ -455,15 +515,42 @@ static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
   int16_inputs in;
   if (prepare_int16(x, bf16, kFourBitA16, &in) != 0)
     return -1;
+  const int groups = K / kGroup;
   const uint8_t *wq = (const uint8_t *)w->host;
-  const uint16_t *s = (const uint16_t *)scales->host;
-  const uint16_t *z = (const uint16_t *)zeros->host;
+  const uint16_t *s = (const uint16_t *)scales->host,
+                 *z = (const uint16_t *)zeros->host;
+  const size_t sides = (size_t)N * groups;
   float *o = (float *)out->host;
-  const int os = out->dim[1].stride, groups = K / kGroup;
-  for (int n = 0; n < N; ++n)
-    for (int t = 0; t < T; ++t)
-      o[(size_t)t * os + n] = w4a16_row(wq, n, s + (size_t)n * groups,
-                                        z + (size_t)n * groups, &in, t, K);
+  const int os = out->dim[1].stride;
+  const size_t per_token = (size_t)in.pairs * SPARK_PAIR_X(kFourBitA16);
+  uint8_t tail[256] __attribute__((aligned(128)));
+  for (int n = 0; n < N;) {
+    const int rows = n + 1 < N ? rows_at_once(groups) : 1;
+    for (int t = 0; t < T; ++t) {
+      const float *power = in.power + (size_t)t * groups;
+      const float *total = in.total + (size_t)t * groups;
+      float acc[2] = {0.0f, 0.0f};
+      for (int p0 = 0; p0 < in.pairs; p0 += 16) {
+        const int g0 = 2 * p0, count = groups - g0 < 32 ? groups - g0 : 32;
+        const size_t at = (size_t)n * groups + g0;
+        /* scale x (power x sum of code x int16 input - zero x total) */
+        const lane_floats lanes = {float_bits(
+            block_sums(wq, n, rows, K, in.bytes + (size_t)t * per_token, tail,
+                       p0, kFourBitA16),
+            0)};
+        const lane_floats scale = {half_bits(s + at, s + sides)};
+        const lane_floats zero = {half_bits(z + at, z + sides)};
+        SPARK_EACH_ROW(rows, count, {
+          const int g = g0 + i % (rows == 2 ? 16 : 32);
+          acc[row] += scale.value[i] *
+                      (lanes.value[i] * power[g] - zero.value[i] * total[g]);
+        })
+      }
+      for (int row = 0; row < rows; ++row)
+        o[(size_t)t * os + n + row] = acc[row];
+    }
+    n += rows;
+  }
   free(in.bytes);
   free(in.power);
   free(in.total);
@@ -488,27 +575,6 @@ int spark_vrmpy_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
   return w4a16(x, w, scales, zeros, out, 1);
 }
 
-/* w8a16: row n times a token's int16 inputs: sum over groups of power x
- * the exact int32 sum of code x int16 input, before the row's scale. */
-static float w8a16_row(const int8_t *w, int n, const int16_inputs *in, int t,
-                       int K) {
-  uint8_t tail[256] __attribute__((aligned(128)));
-  const float *power = in->power + (size_t)t * in->groups;
-  const pair_row r = pair_row_at((const uint8_t *)w, n, K,
-                                 in->bytes + (size_t)t * in->pairs *
-                                                 SPARK_PAIR_X(kEightBitA16),
-                                 tail, kEightBitA16);
-  float acc = 0.0f;
-  for (int p0 = 0; p0 < r.pairs; p0 += 16) {
-    const int g0 = 2 * p0, g1 = g0 + 32 < r.groups ? g0 + 32 : r.groups;
-    int32_t lanes[32] __attribute__((aligned(128)));
-    *(hvx_vector *)lanes = chunk_sums(&r, p0, kEightBitA16);
-    for (int g = g0; g < g1; ++g)
-      acc += (float)lanes[g - g0] * power[g];
-  }
-  return acc;
-}
-
 static int w8a16(halide_buffer_t *x, halide_buffer_t *w,
                  halide_buffer_t *scales, halide_buffer_t *out, int bf16) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
@@ -517,13 +583,34 @@ static int w8a16(halide_buffer_t *x, halide_buffer_t *w,
   int16_inputs in;
   if (prepare_int16(x, bf16, kEightBitA16, &in) != 0)
     return -1;
-  const int8_t *wq = (const int8_t *)w->host;
+  const int groups = K / kGroup;
+  const uint8_t *wq = (const uint8_t *)w->host;
   const float *row_scales = (const float *)scales->host;
   float *o = (float *)out->host;
   const int os = out->dim[1].stride;
-  for (int n = 0; n < N; ++n)
-    for (int t = 0; t < T; ++t)
-      o[(size_t)t * os + n] = w8a16_row(wq, n, &in, t, K) * row_scales[n];
+  const size_t per_token = (size_t)in.pairs * SPARK_PAIR_X(kEightBitA16);
+  uint8_t tail[256] __attribute__((aligned(128)));
+  for (int n = 0; n < N;) {
+    const int rows = n + 1 < N ? rows_at_once(groups) : 1;
+    for (int t = 0; t < T; ++t) {
+      const float *power = in.power + (size_t)t * groups;
+      float acc[2] = {0.0f, 0.0f};
+      for (int p0 = 0; p0 < in.pairs; p0 += 16) {
+        const int g0 = 2 * p0, count = groups - g0 < 32 ? groups - g0 : 32;
+        /* power x sum of code x int16 input */
+        const lane_floats lanes = {float_bits(
+            block_sums(wq, n, rows, K, in.bytes + (size_t)t * per_token, tail,
+                       p0, kEightBitA16),
+            0)};
+        SPARK_EACH_ROW(rows, count, {
+          acc[row] += lanes.value[i] * power[g0 + i % (rows == 2 ? 16 : 32)];
+        })
+      }
+      for (int row = 0; row < rows; ++row)
+        o[(size_t)t * os + n + row] = acc[row] * row_scales[n + row];
+    }
+    n += rows;
+  }
   free(in.bytes);
   free(in.power);
   free(in.total);
