@@ -251,9 +251,13 @@ class CrossTargets(test_e2e.EndToEnd):
 
     def test_hexagon_four_bit_int8_input_rows_match_halide(self):
         # w4a8's vrmpy rows (two groups a vector pair, the lanes added
-        # pairwise on HVX, the scales on the scalar core) against Halide's
-        # scalar kernel: five groups of 128 a row, so a last half pair.
+        # pairwise on HVX, the scales on the scalar core) and w6a8's (the
+        # int6 head) against Halide's scalar kernels: five groups of 128 a
+        # row, so a last half pair.
         self.assertHeadRowsMatchHalide("hexagon-wide-head4-a8", "w4a8", "int4",
+                                       self.wide_checkpoint(), target="hexagon",
+                                       prompts=(12, 1))
+        self.assertHeadRowsMatchHalide("hexagon-wide-head6-a8", "w4a8", "int6",
                                        self.wide_checkpoint(), target="hexagon",
                                        prompts=(12, 1))
 
@@ -268,6 +272,11 @@ class CrossTargets(test_e2e.EndToEnd):
         self.assertHeadRowsMatchHalide("hexagon-wide-head4-a16", "w4a16", "int4", wide,
                                        target="hexagon", prompts=(12, 1))
         self.assertHeadRowsMatchHalide("hexagon-wide-head8-a16", "w8a16", "int8", wide,
+                                       target="hexagon", prompts=(12, 1))
+        # The 6-bit head (the int6 recipe rule): the 4-bit rows with the top
+        # bits beside the nibbles; five groups of 128, so the last pair's
+        # tops are half past the row.
+        self.assertHeadRowsMatchHalide("hexagon-wide-head6-a16", "w4a16", "int6", wide,
                                        target="hexagon", prompts=(12, 1))
         # bf16 (its rounding; the rows are f16's): decode only.
         self.assertHeadRowsMatchHalide("hexagon-wide-head4-bf16", "w4a16", "int4", wide,

@@ -29,21 +29,34 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   static const Microkernel w8a16[] = {
       {"spark_vrmpy_linear_w8a16_xbf16", "vrmpy_linear.c", {}},
       {"spark_vrmpy_linear_w8a16_xf16", "vrmpy_linear.c", {}}};
-  if (!variant.int8Dot)
+  // 6-bit asymmetric groups of 128 (the int6 recipe rule, for the tied
+  // head): the 4-bit rows with each code's top bits beside its nibble.
+  static const Microkernel w6a8 = {
+      "spark_vrmpy_linear_w6a8", "vrmpy_linear.c", {}};
+  static const Microkernel w6a16[] = {
+      {"spark_vrmpy_linear_w6a16_xbf16", "vrmpy_linear.c", {}},
+      {"spark_vrmpy_linear_w6a16_xf16", "vrmpy_linear.c", {}}};
+  if (!variant.int8Dot || spec.kind != KernelKind::Linear)
     return nullptr;
   if (spec.isInt8Linear(false) && spec.in % SPARK_MK_VRMPY_DEPTH == 0)
     return &w8a8;
   if (spec.isInt8Linear(true) && spec.group == SPARK_MK_GROUP)
     return &w4a8;
-  const bool int16Inputs =
-      spec.kind == KernelKind::Linear && !spec.inputBits &&
-      (spec.inputType == DType::BF16 || spec.inputType == DType::F16);
+  const bool groupsOf128 = spec.group == SPARK_MK_GROUP &&
+                           spec.in % SPARK_MK_GROUP == 0 &&
+                           !spec.symmetricGroups;
+  if (groupsOf128 && spec.codeBits == 6 && spec.inputBits == 8 &&
+      !spec.inputBlock)
+    return &w6a8;
+  const bool int16Inputs = !spec.inputBits && (spec.inputType == DType::BF16 ||
+                                               spec.inputType == DType::F16);
   const bool f16 = spec.inputType == DType::F16;
   if (!int16Inputs || spec.in % SPARK_MK_GROUP != 0)
     return nullptr;
-  if (spec.group == SPARK_MK_GROUP && spec.codeBits == 4 &&
-      !spec.symmetricGroups)
+  if (groupsOf128 && spec.codeBits == 4)
     return &w4a16[f16];
+  if (groupsOf128 && spec.codeBits == 6)
+    return &w6a16[f16];
   if (spec.weightType == DType::I8 && !spec.group)
     return &w8a16[f16];
   return nullptr;

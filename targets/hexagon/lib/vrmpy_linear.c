@@ -132,27 +132,72 @@ static inline hvx_vector pairwise(hvx_vector first, hvx_vector second) {
 
 /* What a row's pairs of groups hold and meet: 4-bit codes with int8 input
  * codes (w4a8), 4-bit codes with int16 inputs (w4a16), int8 codes with
- * int16 inputs (w8a16). */
-enum pair_form { kFourBitA8, kFourBitA16, kEightBitA16 };
+ * int16 inputs (w8a16), 6-bit codes (the int6 recipe rule: 4-bit nibbles,
+ * then the top bits, spark_six_bit_top) with int8 or int16 inputs (w6a8,
+ * w6a16). */
+enum pair_form { kFourBitA8, kFourBitA16, kEightBitA16, kSixBitA8, kSixBitA16 };
 
-/* Weight bytes of a pair of groups: 128 nibble bytes, or 256 int8 codes. */
+#define SPARK_SIX_BIT(form) ((form) == kSixBitA8 || (form) == kSixBitA16)
+#define SPARK_INT8_INPUTS(form) ((form) == kFourBitA8 || (form) == kSixBitA8)
+/* Weight bytes of a pair of groups: 128 nibble bytes (4- and 6-bit: the
+ * 6-bit tops are 64 bytes more, after the row's nibbles), or 256 int8
+ * codes. */
 #define SPARK_PAIR_W(form) ((form) == kEightBitA16 ? 256 : 128)
-/* Bytes of a token's inputs for one pair: w4a8 the codes (the even-index
- * 128, then the odd-index 128); w4a16 the int16 inputs' low bytes (even,
- * odd), then their high bytes (even, odd); w8a16, in their order, the
- * first group's low bytes and high bytes, then the second's. */
-#define SPARK_PAIR_X(form) ((form) == kFourBitA8 ? 256 : 512)
+/* Bytes of a token's inputs for one pair: int8 inputs the codes (the
+ * even-index 128, then the odd-index 128); 4- and 6-bit codes with int16
+ * inputs their low bytes (even, odd), then their high bytes (even, odd);
+ * w8a16, in their order, the first group's low bytes and high bytes, then
+ * the second's. */
+#define SPARK_PAIR_X(form) (SPARK_INT8_INPUTS(form) ? 256 : 512)
 
-/* One pair of groups of a row (from w, 128-byte aligned if `aligned`)
- * times their inputs (x, aligned): lanes 0-15 the first group's partial
- * sums, 16-31 the second's. 4-bit: the nibbles 0..15 as unsigned bytes, the
- * low ones the even codes; against the signed input codes (w4a8), or against
- * the int16 inputs' high bytes (signed) and low bytes (unsigned), high x 256
- * + low (w4a16); int8 codes against the high and the low bytes (w8a16), 32
- * lanes a group, then added pairwise. Every sum is exact in int32. */
+/* Bits 4-5 of each byte from a nibble byte's 6-bit codes' tops: nibble
+ * bytes 0-31 of a group take bits 0-1 (even code) and 2-3 (odd code) of top
+ * byte i, nibble bytes 32-63 bits 4-5 and 6-7 of top byte i - 32 (the
+ * masks select by position in the group). */
+static const uint8_t kFirstHalves[128] __attribute__((aligned(128))) = {
+#define SPARK_X8(v) v, v, v, v, v, v, v, v
+#define SPARK_X32(v) SPARK_X8(v), SPARK_X8(v), SPARK_X8(v), SPARK_X8(v)
+    SPARK_X32(0x30), SPARK_X32(0), SPARK_X32(0x30), SPARK_X32(0)};
+static const uint8_t kSecondHalves[128] __attribute__((aligned(128))) = {
+    SPARK_X32(0), SPARK_X32(0x30), SPARK_X32(0), SPARK_X32(0x30)};
+#undef SPARK_X32
+#undef SPARK_X8
+
+/* The 6-bit tops of a pair of groups (64 bytes at tops, the rest of the
+ * row after them; `end`: the end of the readable bytes) beside its nibble
+ * bytes: even codes' tops, then odd codes', in bits 4-5. */
+static inline __attribute__((always_inline)) void
+six_bit_tops(const uint8_t *tops, const uint8_t *end, hvx_vector *even,
+             hvx_vector *odd) {
+  uint8_t copy[128] __attribute__((aligned(128)));
+  if (end - tops < 256) { /* an unaligned load reads two aligned blocks */
+    for (int i = 0; i < 64; ++i)
+      copy[i] = tops + i < end ? tops[i] : 0;
+    tops = copy;
+  }
+  const hvx_vector block = load((const int8_t *)tops);
+  /* each group's 32 top bytes twice: [A, A, B, B] */
+  const hvx_vector t = Q6_V_lo_W(Q6_W_vshuff_VVR(block, block, -32));
+  const hvx_vector first = *(const hvx_vector *)kFirstHalves,
+                   second = *(const hvx_vector *)kSecondHalves;
+  *even = Q6_V_vor_VV(Q6_V_vand_VV(Q6_Vh_vasl_VhR(t, 4), first),
+                      Q6_V_vand_VV(t, second));
+  *odd = Q6_V_vor_VV(Q6_V_vand_VV(Q6_Vh_vasl_VhR(t, 2), first),
+                     Q6_V_vand_VV(Q6_Vuh_vlsr_VuhR(t, 2), second));
+}
+
+/* One pair of groups of a row (from w, 128-byte aligned if `aligned`;
+ * 6-bit: the tops from `tops`, readable up to `end`) times their inputs
+ * (x, aligned): lanes 0-15 the first group's partial sums, 16-31 the
+ * second's. 4-bit: the nibbles 0..15 as unsigned bytes, the low ones the
+ * even codes (6-bit: their tops beside them, 0..63); against the signed
+ * input codes (w4a8, w6a8), or against the int16 inputs' high bytes
+ * (signed) and low bytes (unsigned), high x 256 + low (w4a16, w6a16); int8
+ * codes against the high and the low bytes (w8a16), 32 lanes a group, then
+ * added pairwise. Every sum is exact in int32. */
 static inline __attribute__((always_inline)) hvx_vector
-pair_dot(const uint8_t *w, const int8_t *x, const int aligned,
-         const enum pair_form form) {
+pair_dot(const uint8_t *w, const uint8_t *tops, const uint8_t *end,
+         const int8_t *x, const int aligned, const enum pair_form form) {
   const hvx_vector *in = (const hvx_vector *)x;
   if (form == kEightBitA16) {
     hvx_vector dot[2];
@@ -169,10 +214,16 @@ pair_dot(const uint8_t *w, const int8_t *x, const int aligned,
   const hvx_vector low = __builtin_HEXAGON_V6_lvsplatw_128B(0x0f0f0f0f);
   const hvx_vector v =
       aligned ? *(const hvx_vector *)w : load((const int8_t *)w);
-  const hvx_vector even = __builtin_HEXAGON_V6_vand_128B(v, low);
-  const hvx_vector odd = __builtin_HEXAGON_V6_vand_128B(
+  hvx_vector even = __builtin_HEXAGON_V6_vand_128B(v, low);
+  hvx_vector odd = __builtin_HEXAGON_V6_vand_128B(
       __builtin_HEXAGON_V6_vlsrh_128B(v, 4), low);
-  if (form == kFourBitA8)
+  if (SPARK_SIX_BIT(form)) {
+    hvx_vector top_even, top_odd;
+    six_bit_tops(tops, end, &top_even, &top_odd);
+    even = Q6_V_vor_VV(even, top_even);
+    odd = Q6_V_vor_VV(odd, top_odd);
+  }
+  if (SPARK_INT8_INPUTS(form))
     return __builtin_HEXAGON_V6_vrmpybusv_acc_128B(
         __builtin_HEXAGON_V6_vrmpybusv_128B(even, in[0]), odd, in[1]);
   const hvx_vector high = __builtin_HEXAGON_V6_vrmpybusv_acc_128B(
@@ -186,31 +237,37 @@ pair_dot(const uint8_t *w, const int8_t *x, const int aligned,
 /* Eight pairs of groups of a row from w times their inputs: 16 groups x 2
  * lanes, in order (straight-line code, the common case). */
 static inline __attribute__((always_inline)) hvx_vector
-eight_pairs(const uint8_t *w, const int8_t *x, const int aligned,
-            const enum pair_form form) {
+eight_pairs(const uint8_t *w, const uint8_t *tops, const uint8_t *end,
+            const int8_t *x, const int aligned, const enum pair_form form) {
   const int wb = SPARK_PAIR_W(form), xb = SPARK_PAIR_X(form);
   hvx_vector half[4];
+#pragma clang loop unroll(full) /* the halves in registers */
   for (int i = 0; i < 4; ++i)
-    half[i] = pairwise(
-        pair_dot(w + 2 * wb * i, x + 2 * xb * i, aligned, form),
-        pair_dot(w + (2 * i + 1) * wb, x + (2 * i + 1) * xb, aligned, form));
+    half[i] = pairwise(pair_dot(w + 2 * wb * i, tops + 128 * i, end,
+                                x + 2 * xb * i, aligned, form),
+                       pair_dot(w + (2 * i + 1) * wb, tops + 128 * i + 64, end,
+                                x + (2 * i + 1) * xb, aligned, form));
   return pairwise(pairwise(half[0], half[1]), pairwise(half[2], half[3]));
 }
 
 /* The same for 1..8 pairs (the last from `tail` if not NULL), the missing
  * ones zero. */
 static inline __attribute__((always_inline)) hvx_vector
-some_pairs(const uint8_t *w, const int8_t *x, int pairs, const uint8_t *tail,
+some_pairs(const uint8_t *w, const uint8_t *tops, const uint8_t *end,
+           const int8_t *x, int pairs, const uint8_t *tail,
            const enum pair_form form) {
   const hvx_vector zero = {0};
   hvx_vector dots[8];
+#pragma clang loop unroll(full)
   for (int j = 0; j < 8; ++j)
-    dots[j] = j < pairs ? pair_dot(tail && j == pairs - 1
-                                       ? tail
-                                       : w + SPARK_PAIR_W(form) * j,
-                                   x + SPARK_PAIR_X(form) * j, 0, form)
-                        : zero;
+    dots[j] =
+        j < pairs
+            ? pair_dot(tail && j == pairs - 1 ? tail
+                                              : w + SPARK_PAIR_W(form) * j,
+                       tops + 64 * j, end, x + SPARK_PAIR_X(form) * j, 0, form)
+            : zero;
   hvx_vector half[4];
+#pragma clang loop unroll(full)
   for (int i = 0; i < 4; ++i)
     half[i] = pairwise(dots[2 * i], dots[2 * i + 1]);
   return pairwise(pairwise(half[0], half[1]), pairwise(half[2], half[3]));
@@ -221,6 +278,7 @@ some_pairs(const uint8_t *w, const int8_t *x, int pairs, const uint8_t *tail,
  * number of groups (its second half zero). */
 typedef struct pair_row {
   const uint8_t *row;
+  const uint8_t *tops, *end; /* 6-bit: the row's tops; the readable end */
   const int8_t *x;
   int groups, pairs;
   const uint8_t *tail;
@@ -236,25 +294,31 @@ chunk_sums(const pair_row *r, int p0, const enum pair_form form) {
   for (int i = 0; i < 2; ++i) {
     const int p = p0 + 8 * i;
     const uint8_t *w = r->row + (size_t)p * SPARK_PAIR_W(form);
+    const uint8_t *tops = r->tops + (size_t)p * 64;
     const int8_t *xp = r->x + (size_t)p * SPARK_PAIR_X(form);
     if (p + 8 > whole)
-      runs[i] =
-          p < r->pairs ? some_pairs(w, xp, r->pairs - p, r->tail, form) : zero;
+      runs[i] = p < r->pairs ? some_pairs(w, tops, r->end, xp, r->pairs - p,
+                                          r->tail, form)
+                             : zero;
     else if ((uintptr_t)w % 128 == 0) /* rows of K % 256 == 0 in the pack */
-      runs[i] = eight_pairs(w, xp, 1, form);
+      runs[i] = eight_pairs(w, tops, r->end, xp, 1, form);
     else
-      runs[i] = eight_pairs(w, xp, 0, form);
+      runs[i] = eight_pairs(w, tops, r->end, xp, 0, form);
   }
   return pairwise(runs[0], runs[1]);
 }
 
-/* Row n of w (K codes a row) with one token's inputs x; `tail` a 128-byte
+/* Row n of w (rows `stride` bytes apart, K codes a row, the readable
+ * bytes ending at `end`) with one token's inputs x; `tail` a 128-byte
  * aligned buffer of 256 bytes for an odd last group. */
-static inline pair_row pair_row_at(const uint8_t *w, int n, int K,
+static inline pair_row pair_row_at(const uint8_t *w, size_t stride,
+                                   const uint8_t *end, int n, int K,
                                    const int8_t *x, uint8_t *tail,
                                    const enum pair_form form) {
   const int wb = SPARK_PAIR_W(form), group_bytes = wb / 2;
-  pair_row r = {.row = w + (size_t)n * (K / kGroup) * group_bytes,
+  pair_row r = {.row = w + (size_t)n * stride,
+                .tops = w + (size_t)n * stride + K / 2,
+                .end = end,
                 .x = x,
                 .groups = K / kGroup,
                 .pairs = (K / kGroup + 1) / 2,
@@ -334,25 +398,44 @@ typedef union lane_floats {
 
 /* How a call's rows are read: two at a time when a row has 16 groups (K =
  * 2048: its eight pairs reduce to 2 lanes a group, two rows' fill the 32
- * lanes, whose side values are the two rows' 32 in a row), else one at a
- * time, 32 groups a vector. */
-static inline int rows_at_once(int groups) { return groups == 16 ? 2 : 1; }
+ * lanes) and the rows' side values (scales, zero points) are dense (the two
+ * rows' 32 in a row), else one at a time, 32 groups a vector. */
+static inline int rows_at_once(int groups, int side_stride) {
+  return groups == 16 && side_stride == groups ? 2 : 1;
+}
+
+/* Where a call's weights are: rows `stride` bytes apart, `end` the end of
+ * the last row (what the kernel may read). */
+typedef struct weight_rows {
+  const uint8_t *w, *end;
+  size_t stride;
+} weight_rows;
+
+static inline weight_rows weight_rows_of(const halide_buffer_t *w,
+                                         size_t row_bytes) {
+  const int N = w->dim[1].extent;
+  const weight_rows r = {.w = (const uint8_t *)w->host,
+                         .end = (const uint8_t *)w->host +
+                                (size_t)(N - 1) * w->dim[1].stride + row_bytes,
+                         .stride = (size_t)w->dim[1].stride};
+  return r;
+}
 
 /* The lanes of rows n (and n + 1 when `rows` is 2) for groups 2 p0 .. 2 p0
  * + 31 of one token's inputs x: lane i of two rows is group i % 16 of row
  * n + i / 16. */
 static inline __attribute__((always_inline)) hvx_vector
-block_sums(const uint8_t *w, int n, int rows, int K, const int8_t *x,
+block_sums(const weight_rows *w, int n, int rows, int K, const int8_t *x,
            uint8_t *tail, int p0, const enum pair_form form) {
-  const pair_row r = pair_row_at(w, n, K, x, tail, form);
+  const pair_row r = pair_row_at(w->w, w->stride, w->end, n, K, x, tail, form);
   if (rows == 1)
     return chunk_sums(&r, p0, form);
-  const uint8_t *next = r.row + (size_t)(K / kGroup) * (SPARK_PAIR_W(form) / 2);
-  if ((uintptr_t)r.row % 128 == 0)
-    return pairwise(eight_pairs(r.row, x, 1, form),
-                    eight_pairs(next, x, 1, form));
-  return pairwise(eight_pairs(r.row, x, 0, form),
-                  eight_pairs(next, x, 0, form));
+  const uint8_t *next = r.row + w->stride, *next_tops = r.tops + w->stride;
+  if ((uintptr_t)r.row % 128 == 0 && w->stride % 128 == 0)
+    return pairwise(eight_pairs(r.row, r.tops, r.end, x, 1, form),
+                    eight_pairs(next, next_tops, r.end, x, 1, form));
+  return pairwise(eight_pairs(r.row, r.tops, r.end, x, 0, form),
+                  eight_pairs(next, next_tops, r.end, x, 0, form));
 }
 
 /* Row n's output (and row n + 1's) from lane sums: lanes [first, first +
@@ -362,15 +445,24 @@ block_sums(const uint8_t *w, int n, int rows, int K, const int8_t *x,
     for (int i = row * 16, e = (rows) == 2 ? i + 16 : (count); i < e; ++i)     \
   body
 
-int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
-                            halide_buffer_t *scales, float input_scale,
-                            halide_buffer_t *out) {
+/* w4a8 (symmetric 4-bit groups: the codes' -8 through 8 x each group's
+ * input code sum, taken off the lanes) and w6a8 (`six`: asymmetric 6-bit
+ * groups, the zero point through the same sum on the scalar core). Always
+ * inlined with a constant `six`, so that each entry's rows are straight
+ * code for its form. */
+static inline __attribute__((always_inline)) int
+int8_inputs(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
+            halide_buffer_t *zeros, float input_scale, halide_buffer_t *out,
+            const int six) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 2, kGroup, 1) ||
-      !spark_groups_fit(x, scales, kGroup))
+  if (six ? !spark_six_bit_rows_fit(x, w, scales, zeros, out, kGroup)
+          : !spark_linear_fits(x, w, out, 2, kGroup, 1) ||
+                !spark_groups_fit(x, scales, kGroup))
     return -1;
   const int groups = K / kGroup, padded = (K + 255) / 256 * 256;
   const int sides = (groups + 31) / 32 * 32; /* xsum8 entries a token */
+  const int s_stride = scales->dim[1].stride;
+  const int rows_max = rows_at_once(groups, s_stride);
   int8_t *codes, *reordered = NULL;
   float *token_scales;
   int32_t *xsum8 = NULL;
@@ -386,8 +478,9 @@ int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
     return -1;
   }
   /* per 256 codes: the even ones, then the odd ones, as the nibbles of a
-   * 128-byte load hold them; a last half pair's missing half zero; 8 x each
-   * group's code sum in the lane of its sums (two rows at once: twice) */
+   * 128-byte load hold them; a last half pair's missing half zero; each
+   * group's code sum in the lane of its sums (two rows at once: twice), 8 x
+   * it for w4a8 */
   for (int t = 0; t < T; ++t) {
     const int8_t *c = codes + (size_t)t * K;
     int8_t *r = reordered + (size_t)t * padded;
@@ -399,37 +492,49 @@ int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
     }
     int32_t *s8 = xsum8 + (size_t)t * sides;
     for (int lane = 0; lane < sides; ++lane) {
-      const int g = lane % (rows_at_once(groups) == 2 ? 16 : sides);
+      const int g = lane % (rows_max == 2 ? 16 : sides);
       int32_t sum = 0;
       for (int i = 0; g < groups && i < kGroup; ++i)
         sum += c[g * kGroup + i];
-      s8[lane] = 8 * sum;
+      s8[lane] = six ? sum : 8 * sum;
     }
   }
-  const uint8_t *wq = (const uint8_t *)w->host;
+  const enum pair_form form = six ? kSixBitA8 : kFourBitA8;
+  const weight_rows rows_of_w =
+      weight_rows_of(w, six ? (size_t)spark_six_bit_row_bytes(K) : K / 2);
   const uint16_t *s = (const uint16_t *)scales->host,
-                 *s_end = s + (size_t)N * groups;
+                 *s_end = s + (size_t)(N - 1) * s_stride + groups;
+  const uint16_t *z = six ? (const uint16_t *)zeros->host : NULL,
+                 *z_end = six ? z + (size_t)(N - 1) * s_stride + groups : NULL;
   float *o = (float *)out->host;
   const int os = out->dim[1].stride, pairs = (groups + 1) / 2;
   uint8_t tail[256] __attribute__((aligned(128)));
   for (int n = 0; n < N;) {
-    const int rows = n + 1 < N ? rows_at_once(groups) : 1;
+    const int rows = n + 1 < N ? rows_max : 1;
     for (int t = 0; t < T; ++t) {
+      const int32_t *sums_t = xsum8 + (size_t)t * sides;
       float acc[2] = {0.0f, 0.0f};
       for (int p0 = 0; p0 < pairs; p0 += 16) {
         const int g0 = 2 * p0, count = groups - g0 < 32 ? groups - g0 : 32;
-        const hvx_vector sums =
-            block_sums(wq, n, rows, K, reordered + (size_t)t * padded, tail, p0,
-                       kFourBitA8);
-        /* sum - 8 x code sum, exact in f32 (below 2^17) */
-        const lane_floats lanes = {float_bits(
-            Q6_Vw_vsub_VwVw(
-                sums, *(const hvx_vector *)(xsum8 + (size_t)t * sides + g0)),
-            1)};
-        const lane_floats scale = {
-            half_bits(s + (size_t)n * groups + g0, s_end)};
-        SPARK_EACH_ROW(rows, count,
-                       { acc[row] += lanes.value[i] * scale.value[i]; })
+        const size_t at = (size_t)n * s_stride + g0;
+        hvx_vector sums =
+            block_sums(&rows_of_w, n, rows, K, reordered + (size_t)t * padded,
+                       tail, p0, form);
+        /* w4a8: sum - 8 x code sum; exact in f32 (below 2^20) */
+        if (!six)
+          sums = Q6_Vw_vsub_VwVw(sums, *(const hvx_vector *)(sums_t + g0));
+        const lane_floats lanes = {float_bits(sums, 1)};
+        const lane_floats scale = {half_bits(s + at, s_end)};
+        if (!six) {
+          SPARK_EACH_ROW(rows, count,
+                         { acc[row] += lanes.value[i] * scale.value[i]; })
+          continue;
+        }
+        const lane_floats zero = {half_bits(z + at, z_end)};
+        SPARK_EACH_ROW(rows, count, {
+          acc[row] += scale.value[i] *
+                      (lanes.value[i] - zero.value[i] * (float)sums_t[g0 + i]);
+        })
       }
       for (int row = 0; row < rows; ++row)
         o[(size_t)t * os + n + row] = acc[row] * token_scales[t];
@@ -443,8 +548,26 @@ int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
   return 0;
 }
 
+/* w4a8: x f32 [K, T], w u8 [K/2, N] (two 4-bit codes a byte, low nibble
+ * first), scales f16 [K/128, N], out f32 [N, T]: out = the token's scale *
+ * sum over groups of scale * sum_k (code - 8) * the input's int8 code. */
+int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
+                            halide_buffer_t *scales, float input_scale,
+                            halide_buffer_t *out) {
+  return int8_inputs(x, w, scales, NULL, input_scale, out, 0);
+}
+
+/* w6a8: as w4a8 with 6-bit asymmetric groups (w u8 [3K/4, N],
+ * spark_six_bit_top; scales and zeros f16 [K/128, N]): sum over groups of
+ * scale * sum_k (code - zero) * the input's code. */
+int spark_vrmpy_linear_w6a8(halide_buffer_t *x, halide_buffer_t *w,
+                            halide_buffer_t *scales, halide_buffer_t *zeros,
+                            float input_scale, halide_buffer_t *out) {
+  return int8_inputs(x, w, scales, zeros, input_scale, out, 1);
+}
+
 /* 16-bit inputs as int16: per token and pair of groups SPARK_PAIR_X bytes
- * (w4a16: the even/odd order of 4-bit codes; w8a16: their order; a last
+ * (w4a16, w6a16: the even/odd order of the nibbles; w8a16: their order; a last
  * half pair's missing half zero); per token and group the power of two the
  * int16 stand for (`power`) and what they stand for, summed (`total`). */
 typedef struct int16_inputs {
@@ -455,8 +578,8 @@ typedef struct int16_inputs {
 
 /* The T inputs of x rounded to f16 (`bf16`: bf16) and taken per group of
  * 128 as int16 multiples of a power of two (spark_int16_group, the rule of
- * the x86 and arm64 kernels), laid out for `form` (kFourBitA16 or
- * kEightBitA16). Returns 0, or -1 with nothing allocated. */
+ * the x86 and arm64 kernels), laid out for `form` (kFourBitA16,
+ * kSixBitA16 or kEightBitA16). Returns 0, or -1 with nothing allocated. */
 static int prepare_int16(const halide_buffer_t *x, int bf16,
                          const enum pair_form form, int16_inputs *in) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
@@ -504,39 +627,47 @@ static int prepare_int16(const halide_buffer_t *x, int bf16,
   return 0;
 }
 
-static int w4a16(halide_buffer_t *x, halide_buffer_t *w,
-                 halide_buffer_t *scales, halide_buffer_t *zeros,
-                 halide_buffer_t *out, int bf16) {
+/* w4a16 and w6a16 (`six`, a constant after inlining): asymmetric 4- or
+ * 6-bit groups with the inputs rounded to f16 (`bf16`: bf16) and taken as
+ * int16. */
+static inline __attribute__((always_inline)) int
+int16_inputs_of(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
+                halide_buffer_t *zeros, halide_buffer_t *out, int bf16,
+                const int six) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
-  if (!spark_linear_fits(x, w, out, 2, kGroup, 1) ||
-      !spark_groups_fit(x, scales, kGroup) ||
-      !spark_groups_fit(x, zeros, kGroup))
+  if (six ? !spark_six_bit_rows_fit(x, w, scales, zeros, out, kGroup)
+          : !spark_linear_fits(x, w, out, 2, kGroup, 1) ||
+                !spark_groups_fit(x, scales, kGroup) ||
+                !spark_groups_fit(x, zeros, kGroup))
     return -1;
+  const enum pair_form form = six ? kSixBitA16 : kFourBitA16;
   int16_inputs in;
-  if (prepare_int16(x, bf16, kFourBitA16, &in) != 0)
+  if (prepare_int16(x, bf16, form, &in) != 0)
     return -1;
-  const int groups = K / kGroup;
-  const uint8_t *wq = (const uint8_t *)w->host;
+  const int groups = K / kGroup, s_stride = scales->dim[1].stride;
+  const int rows_max = rows_at_once(groups, s_stride);
+  const weight_rows rows_of_w =
+      weight_rows_of(w, six ? (size_t)spark_six_bit_row_bytes(K) : K / 2);
   const uint16_t *s = (const uint16_t *)scales->host,
                  *z = (const uint16_t *)zeros->host;
-  const size_t sides = (size_t)N * groups;
+  const size_t sides = (size_t)(N - 1) * s_stride + groups;
   float *o = (float *)out->host;
   const int os = out->dim[1].stride;
-  const size_t per_token = (size_t)in.pairs * SPARK_PAIR_X(kFourBitA16);
+  const size_t per_token = (size_t)in.pairs * SPARK_PAIR_X(form);
   uint8_t tail[256] __attribute__((aligned(128)));
   for (int n = 0; n < N;) {
-    const int rows = n + 1 < N ? rows_at_once(groups) : 1;
+    const int rows = n + 1 < N ? rows_max : 1;
     for (int t = 0; t < T; ++t) {
       const float *power = in.power + (size_t)t * groups;
       const float *total = in.total + (size_t)t * groups;
       float acc[2] = {0.0f, 0.0f};
       for (int p0 = 0; p0 < in.pairs; p0 += 16) {
         const int g0 = 2 * p0, count = groups - g0 < 32 ? groups - g0 : 32;
-        const size_t at = (size_t)n * groups + g0;
+        const size_t at = (size_t)n * s_stride + g0;
         /* scale x (power x sum of code x int16 input - zero x total) */
         const lane_floats lanes = {float_bits(
-            block_sums(wq, n, rows, K, in.bytes + (size_t)t * per_token, tail,
-                       p0, kFourBitA16),
+            block_sums(&rows_of_w, n, rows, K, in.bytes + (size_t)t * per_token,
+                       tail, p0, form),
             0)};
         const lane_floats scale = {half_bits(s + at, s + sides)};
         const lane_floats zero = {half_bits(z + at, z + sides)};
@@ -565,14 +696,29 @@ int spark_vrmpy_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
                                   halide_buffer_t *scales,
                                   halide_buffer_t *zeros,
                                   halide_buffer_t *out) {
-  return w4a16(x, w, scales, zeros, out, 0);
+  return int16_inputs_of(x, w, scales, zeros, out, 0, 0);
 }
 
 int spark_vrmpy_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
                                    halide_buffer_t *scales,
                                    halide_buffer_t *zeros,
                                    halide_buffer_t *out) {
-  return w4a16(x, w, scales, zeros, out, 1);
+  return int16_inputs_of(x, w, scales, zeros, out, 1, 0);
+}
+
+/* w6a16: as w4a16, with 6-bit codes (w u8 [3K/4, N], spark_six_bit_top). */
+int spark_vrmpy_linear_w6a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
+                                  halide_buffer_t *scales,
+                                  halide_buffer_t *zeros,
+                                  halide_buffer_t *out) {
+  return int16_inputs_of(x, w, scales, zeros, out, 0, 1);
+}
+
+int spark_vrmpy_linear_w6a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
+                                   halide_buffer_t *scales,
+                                   halide_buffer_t *zeros,
+                                   halide_buffer_t *out) {
+  return int16_inputs_of(x, w, scales, zeros, out, 1, 1);
 }
 
 static int w8a16(halide_buffer_t *x, halide_buffer_t *w,
@@ -584,14 +730,14 @@ static int w8a16(halide_buffer_t *x, halide_buffer_t *w,
   if (prepare_int16(x, bf16, kEightBitA16, &in) != 0)
     return -1;
   const int groups = K / kGroup;
-  const uint8_t *wq = (const uint8_t *)w->host;
+  const weight_rows rows_of_w = weight_rows_of(w, K);
   const float *row_scales = (const float *)scales->host;
   float *o = (float *)out->host;
   const int os = out->dim[1].stride;
   const size_t per_token = (size_t)in.pairs * SPARK_PAIR_X(kEightBitA16);
   uint8_t tail[256] __attribute__((aligned(128)));
   for (int n = 0; n < N;) {
-    const int rows = n + 1 < N ? rows_at_once(groups) : 1;
+    const int rows = n + 1 < N ? rows_at_once(groups, groups) : 1;
     for (int t = 0; t < T; ++t) {
       const float *power = in.power + (size_t)t * groups;
       float acc[2] = {0.0f, 0.0f};
@@ -599,8 +745,8 @@ static int w8a16(halide_buffer_t *x, halide_buffer_t *w,
         const int g0 = 2 * p0, count = groups - g0 < 32 ? groups - g0 : 32;
         /* power x sum of code x int16 input */
         const lane_floats lanes = {float_bits(
-            block_sums(wq, n, rows, K, in.bytes + (size_t)t * per_token, tail,
-                       p0, kEightBitA16),
+            block_sums(&rows_of_w, n, rows, K, in.bytes + (size_t)t * per_token,
+                       tail, p0, kEightBitA16),
             0)};
         SPARK_EACH_ROW(rows, count, {
           acc[row] += lanes.value[i] * power[g0 + i % (rows == 2 ? 16 : 32)];
