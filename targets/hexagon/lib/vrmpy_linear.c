@@ -1,28 +1,36 @@
-/* vrmpy_linear.c - HVX int8 dot-product kernels for w8a8 and w4a8 builds on
- * Hexagon.
+/* vrmpy_linear.c - HVX matrix kernels of Hexagon's quantized builds: w8a8,
+ * w4a8, w6a8 (int8 inputs), w4a16, w6a16, w8a16 (f16 or bf16 inputs).
  *
- * Same interface as the Halide linear kernels with int8 inputs:
- *   w8a8: (x f32 [K, T], w s8 [K, N], scales f32 [N], out f32 [N, T])
- *   w4a8: (x f32 [K, T], w u8 [K/2, N] two 4-bit codes a byte, low nibble
- *          first, scales f16 [K/128, N], out f32 [N, T])
- * Each call quantizes every input row to symmetric int8 codes with its own
- * scale, max |x| / 127 (microkernel_support.h, the rule of the Halide kernels).
+ * Same interfaces as the Halide linear kernels they stand in for:
+ *   w8a8:  (x f32 [K, T], w s8 [K, N], scales f32 [N], input scale, out)
+ *   w4a8:  (x, w u8 [K/2, N] two 4-bit codes a byte, low nibble first,
+ *           scales f16 [K/128, N], input scale, out f32 [N, T])
+ *   w6a8:  (x, w u8 [3K/4, N] rows of 6-bit codes (spark_six_bit_top),
+ *           scales and zeros f16 [K/128, N], input scale, out)
+ *   w4a16, w6a16: (x, w as w4a8 or w6a8, scales, zeros, out)
+ *   w8a16: (x, w s8 [K, N], scales f32 [N], out)
+ * int8 inputs: each call quantizes every input row to symmetric int8 codes
+ * with its own scale, max |x| / 127 (microkernel_support.h, the rule of the
+ * Halide kernels). 16-bit inputs: rounded to f16 (bf16) and taken per group
+ * of 128 as int16 multiples of a power of two (spark_int16_group, the rule
+ * of the x86 and arm64 kernels), split into low bytes (unsigned) and high
+ * bytes (signed).
  *   w8a8: every vrmpy multiplies 128 signed byte pairs (weights straight from
  *         the pack x input codes) and adds each group of 4 products into one
  *         of 32 int32 lanes; the lanes are summed once per row and token, and
  *         scaled by the row's and the token's scales. Prefill accumulates 2
  *         rows x 2 tokens at a time in registers; decode (one token) streams
  *         4 weight rows per step.
- *   w4a8: each 128-byte load of a row holds two groups of 128 codes (bytes
- *         0-63 the first); its low nibbles (the even codes) and its high ones
- *         (the odd codes), 0..15 as unsigned bytes, meet the input codes
- *         reordered once per call into [the even 128 | the odd 128] of each
- *         256: two vrmpy give 32 int32 lanes, 16 a group. v66 HVX has no
- *         float lanes, so the lanes of up to 32 groups are added pairwise
- *         (vdeal of two vectors' words, then vadd: each step halves the lanes
- *         a group holds) down to one lane a group, and the scalar core takes
- *         each group's sum less 8 x its input code sum (the codes' -8), times
- *         its f16 scale, into the row's f32 sum.
+ *   The others have a scale per group of 128, and v66 HVX has no float
+ *   lanes: each pair of groups gives 32 int32 lanes, 16 a group (pair_dot),
+ *   the lanes of 32 groups are added pairwise (vdeal of two vectors' words,
+ *   then vadd: each step halves the lanes a group holds) down to one lane a
+ *   group, the lane sums and the f16 scales (and zero points) are turned
+ *   into f32 on HVX, exactly (float_bits, half_bits), and the scalar core
+ *   multiplies and adds them into each row's f32 sum. 4- and 6-bit: a
+ *   128-byte load of a row holds two groups' nibbles, the low ones the even
+ *   codes, the high ones the odd codes, met by the inputs reordered once per
+ *   call into [the even 128 | the odd 128] of each 256.
  * Needs K % 128 == 0. Compiled with -mhvx -mhvx-length=128B (v66). */
 #include "HalideRuntime.h"
 #include "microkernel_support.h"
@@ -36,6 +44,10 @@
 typedef int32_t hvx_vector __attribute__((vector_size(128), aligned(128)));
 typedef int32_t hvx_unaligned __attribute__((vector_size(128), aligned(1)));
 
+/* 128 bytes from p, any alignment. clang reads the two aligned blocks
+ * around them, so up to 255 bytes past p: within the pack, weights are
+ * never its last tensor (the final norm's f32 weight is), and every tensor
+ * starts on a 4096-byte boundary, so those bytes are mapped. */
 static inline hvx_vector load(const int8_t *p) {
   return *(const hvx_unaligned *)p;
 }
@@ -115,7 +127,7 @@ int spark_vrmpy_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
   return 0;
 }
 
-/* ---- 4-bit rows: w4a8, w4a16 ----------------------------------------- */
+/* ---- Rows with a scale per group of 128: w4a8, w6a8, w4a16, w6a16, w8a16 */
 
 typedef int32_t hvx_pair __attribute__((vector_size(256), aligned(128)));
 
@@ -171,8 +183,8 @@ six_bit_tops(const uint8_t *tops, const uint8_t *end, hvx_vector *even,
              hvx_vector *odd) {
   uint8_t copy[128] __attribute__((aligned(128)));
   if (end - tops < 256) { /* an unaligned load reads two aligned blocks */
-    for (int i = 0; i < 64; ++i)
-      copy[i] = tops + i < end ? tops[i] : 0;
+    for (int i = 0; i < 128; ++i)
+      copy[i] = i < 64 && tops + i < end ? tops[i] : 0;
     tops = copy;
   }
   const hvx_vector block = load((const int8_t *)tops);
