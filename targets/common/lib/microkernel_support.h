@@ -297,9 +297,9 @@ static inline float spark_int16_group(const float *v, int G, int16_t *q,
 
 /* Reorders each `span` consecutive codes of row[0, K) into the even-index
  * codes, then the odd-index ones: the order of the low and high nibbles of
- * span / 2 bytes of packed 4-bit weights. span <= 128. */
+ * span / 2 bytes of packed 4-bit weights. span <= 256. */
 static inline void spark_split_even_odd(int8_t *row, int K, int span) {
-  int8_t chunk[128];
+  int8_t chunk[256];
   for (int c = 0; c + span <= K; c += span) {
     for (int i = 0; i < span; ++i)
       chunk[i] = row[c + i];

@@ -52,6 +52,19 @@ static inline hvx_vector load(const int8_t *p) {
   return *(const hvx_unaligned *)p;
 }
 
+/* Where load() may read the `bytes` (<= 128) bytes at p: p itself, or
+ * within 256 bytes of `end` (where the readable bytes end) `copy` (128
+ * bytes, aligned), which then holds them, zeros after, so that nothing past
+ * `end` is read. */
+static inline __attribute__((always_inline)) const int8_t *
+readable(const uint8_t *p, int bytes, const uint8_t *end, uint8_t *copy) {
+  if (end - p >= 256)
+    return (const int8_t *)p;
+  for (int i = 0; i < 128; ++i)
+    copy[i] = i < bytes && p + i < end ? p[i] : 0;
+  return (const int8_t *)copy;
+}
+
 static inline int32_t lanes_sum(hvx_vector v) {
   int32_t lanes[32] __attribute__((aligned(128)));
   *(hvx_vector *)lanes = v;
@@ -182,12 +195,7 @@ static inline __attribute__((always_inline)) void
 six_bit_tops(const uint8_t *tops, const uint8_t *end, hvx_vector *even,
              hvx_vector *odd) {
   uint8_t copy[128] __attribute__((aligned(128)));
-  if (end - tops < 256) { /* an unaligned load reads two aligned blocks */
-    for (int i = 0; i < 128; ++i)
-      copy[i] = i < 64 && tops + i < end ? tops[i] : 0;
-    tops = copy;
-  }
-  const hvx_vector block = load((const int8_t *)tops);
+  const hvx_vector block = load(readable(tops, 64, end, copy));
   /* each group's 32 top bytes twice: [A, A, B, B] */
   const hvx_vector t = Q6_V_lo_W(Q6_W_vshuff_VVR(block, block, -32));
   const hvx_vector first = *(const hvx_vector *)kFirstHalves,
@@ -377,18 +385,14 @@ float_bits(hvx_vector v, const int small) {
 /* f32 bits of the 32 f16 values at h (finite), exact: normal values moved
  * to f32's places with the exponent rebiased; subnormal ones (a multiple of
  * 2^-24) converted from their integer. `end`: where the readable f16 values
- * end (a vector load reads 64 of them). */
+ * end (readable). */
 static inline hvx_vector half_bits(const uint16_t *h, const uint16_t *end) {
   const hvx_vector zero = {0};
-  uint16_t copy[64] __attribute__((aligned(128)));
-  if (end - h < 64) {
-    for (int i = 0; i < 64; ++i)
-      copy[i] = h + i < end ? h[i] : 0;
-    h = copy;
-  }
+  uint8_t copy[128] __attribute__((aligned(128)));
   /* zero-extended: even halves in the low vector, odd in the high one;
    * shuffled back into their order */
-  const HVX_VectorPair wide = Q6_Wuw_vzxt_Vuh(load((const int8_t *)h));
+  const HVX_VectorPair wide = Q6_Wuw_vzxt_Vuh(
+      load(readable((const uint8_t *)h, 64, (const uint8_t *)end, copy)));
   const hvx_vector w =
       Q6_V_lo_W(Q6_W_vshuff_VVR(Q6_V_hi_W(wide), Q6_V_lo_W(wide), -4));
   const hvx_vector m = Q6_V_vand_VV(w, Q6_V_vsplat_R(0x7fff));
@@ -463,9 +467,9 @@ block_sums(const weight_rows *w, int n, int rows, int K, const int8_t *x,
  * inlined with a constant `six`, so that each entry's rows are straight
  * code for its form. */
 static inline __attribute__((always_inline)) int
-int8_inputs(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
-            halide_buffer_t *zeros, float input_scale, halide_buffer_t *out,
-            const int six) {
+int8_input_rows(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
+                halide_buffer_t *zeros, float input_scale, halide_buffer_t *out,
+                const int six) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (six ? !spark_six_bit_rows_fit(x, w, scales, zeros, out, kGroup)
           : !spark_linear_fits(x, w, out, 2, kGroup, 1) ||
@@ -490,18 +494,15 @@ int8_inputs(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
     return -1;
   }
   /* per 256 codes: the even ones, then the odd ones, as the nibbles of a
-   * 128-byte load hold them; a last half pair's missing half zero; each
+   * 128-byte load hold them (a last half pair's missing half zero); each
    * group's code sum in the lane of its sums (two rows at once: twice), 8 x
    * it for w4a8 */
   for (int t = 0; t < T; ++t) {
     const int8_t *c = codes + (size_t)t * K;
     int8_t *r = reordered + (size_t)t * padded;
     for (int k = 0; k < padded; ++k)
-      r[k] = 0;
-    for (int k = 0; k < K; k += 2) {
-      r[k / 256 * 256 + k % 256 / 2] = c[k];
-      r[k / 256 * 256 + 128 + k % 256 / 2] = c[k + 1];
-    }
+      r[k] = k < K ? c[k] : 0;
+    spark_split_even_odd(r, padded, 256);
     int32_t *s8 = xsum8 + (size_t)t * sides;
     for (int lane = 0; lane < sides; ++lane) {
       const int g = lane % (rows_max == 2 ? 16 : sides);
@@ -566,7 +567,7 @@ int8_inputs(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
 int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
                             halide_buffer_t *scales, float input_scale,
                             halide_buffer_t *out) {
-  return int8_inputs(x, w, scales, NULL, input_scale, out, 0);
+  return int8_input_rows(x, w, scales, NULL, input_scale, out, 0);
 }
 
 /* w6a8: as w4a8 with 6-bit asymmetric groups (w u8 [3K/4, N],
@@ -575,7 +576,7 @@ int spark_vrmpy_linear_w4a8(halide_buffer_t *x, halide_buffer_t *w,
 int spark_vrmpy_linear_w6a8(halide_buffer_t *x, halide_buffer_t *w,
                             halide_buffer_t *scales, halide_buffer_t *zeros,
                             float input_scale, halide_buffer_t *out) {
-  return int8_inputs(x, w, scales, zeros, input_scale, out, 1);
+  return int8_input_rows(x, w, scales, zeros, input_scale, out, 1);
 }
 
 /* 16-bit inputs as int16: per token and pair of groups SPARK_PAIR_X bytes
@@ -643,9 +644,9 @@ static int prepare_int16(const halide_buffer_t *x, int bf16,
  * 6-bit groups with the inputs rounded to f16 (`bf16`: bf16) and taken as
  * int16. */
 static inline __attribute__((always_inline)) int
-int16_inputs_of(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
-                halide_buffer_t *zeros, halide_buffer_t *out, int bf16,
-                const int six) {
+int16_input_rows(halide_buffer_t *x, halide_buffer_t *w,
+                 halide_buffer_t *scales, halide_buffer_t *zeros,
+                 halide_buffer_t *out, int bf16, const int six) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, N = w->dim[1].extent;
   if (six ? !spark_six_bit_rows_fit(x, w, scales, zeros, out, kGroup)
           : !spark_linear_fits(x, w, out, 2, kGroup, 1) ||
@@ -708,14 +709,14 @@ int spark_vrmpy_linear_w4a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
                                   halide_buffer_t *scales,
                                   halide_buffer_t *zeros,
                                   halide_buffer_t *out) {
-  return int16_inputs_of(x, w, scales, zeros, out, 0, 0);
+  return int16_input_rows(x, w, scales, zeros, out, 0, 0);
 }
 
 int spark_vrmpy_linear_w4a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
                                    halide_buffer_t *scales,
                                    halide_buffer_t *zeros,
                                    halide_buffer_t *out) {
-  return int16_inputs_of(x, w, scales, zeros, out, 1, 0);
+  return int16_input_rows(x, w, scales, zeros, out, 1, 0);
 }
 
 /* w6a16: as w4a16, with 6-bit codes (w u8 [3K/4, N], spark_six_bit_top). */
@@ -723,14 +724,14 @@ int spark_vrmpy_linear_w6a16_xf16(halide_buffer_t *x, halide_buffer_t *w,
                                   halide_buffer_t *scales,
                                   halide_buffer_t *zeros,
                                   halide_buffer_t *out) {
-  return int16_inputs_of(x, w, scales, zeros, out, 0, 1);
+  return int16_input_rows(x, w, scales, zeros, out, 0, 1);
 }
 
 int spark_vrmpy_linear_w6a16_xbf16(halide_buffer_t *x, halide_buffer_t *w,
                                    halide_buffer_t *scales,
                                    halide_buffer_t *zeros,
                                    halide_buffer_t *out) {
-  return int16_inputs_of(x, w, scales, zeros, out, 1, 1);
+  return int16_input_rows(x, w, scales, zeros, out, 1, 1);
 }
 
 static int w8a16(halide_buffer_t *x, halide_buffer_t *w,
