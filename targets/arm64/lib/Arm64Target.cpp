@@ -10,6 +10,20 @@ namespace spark {
 
 namespace {
 
+/// Whether neon_attention.c takes `spec`: f32, bf16 or f16 caches, head_dim
+/// a multiple of 16, at most 64 query rows (each key / value head's group of
+/// query heads rounded up to 4).
+bool attentionFits(const KernelSpec &spec) {
+  if (!(spec.weightType == DType::F32 || spec.weightType == DType::BF16 ||
+        spec.weightType == DType::F16))
+    return false;
+  if (spec.headDim % 16 != 0 || spec.kvHeads <= 0 ||
+      spec.heads % spec.kvHeads != 0)
+    return false;
+  const int64_t group = spec.heads / spec.kvHeads;
+  return spec.kvHeads * ((group + 3) / 4) * 4 <= 64;
+}
+
 const Microkernel *microkernelFor(const TargetVariant &variant,
                                   const KernelSpec &spec) {
   static const std::vector<const char *> flags = {"-march=armv8.2-a+dotprod",
@@ -35,6 +49,17 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
   static const Microkernel w8a16[] = {
       {"spark_sdot_linear_w8a16_xbf16", "sdot_linear.c", flags},
       {"spark_sdot_linear_w8a16_xf16", "sdot_linear.c", flags}};
+  // Attention (f32, bf16 or f16 caches): one task per token and range of
+  // keys for every head, each cache slot read once a token (Halide's kernel
+  // reads a key / value head's rows once per query head). Base NEON, but
+  // the dotprod variant's only: the neon floor keeps Halide's kernel, the
+  // reference the tests compare it with.
+  static const Microkernel attention = {"spark_neon_attention",
+                                        "neon_attention.c",
+                                        {"-O3"},
+                                        attentionMicrokernelArguments};
+  if (spec.kind == KernelKind::Attention)
+    return variant.int8Dot && attentionFits(spec) ? &attention : nullptr;
   if (!variant.int8Dot || spec.out % SPARK_MK_ROWS != 0)
     return nullptr;
   const bool groupsOf128 = spec.kind == KernelKind::Linear &&

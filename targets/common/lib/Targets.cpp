@@ -5,6 +5,20 @@
 
 namespace spark {
 
+std::vector<MicrokernelArg>
+attentionMicrokernelArguments(const KernelSpec &spec) {
+  using A = MicrokernelArg;
+  std::vector<A> args = {A::of(0), A::of(1), A::of(2), A::of(3), A::of(4)};
+  int64_t next = 5;
+  args.push_back(spec.gated ? A::of(next++) : A::null());
+  for (int i = 0; i < 3; ++i) // pos0, cached, out
+    args.push_back(A::of(next++));
+  args.push_back(A::f32(spec.scale));
+  args.push_back(A::i32(spec.window));
+  args.push_back(A::i32(spec.ring ? 1 : 0));
+  return args;
+}
+
 const char *knownTargets() { return "host, spr, arm64, hexagon or s25"; }
 
 namespace {

@@ -72,23 +72,6 @@ bool isBF16Prefill(const KernelSpec &spec) {
          spec.weightType == DType::BF16;
 }
 
-/// The arguments of an x86 attention microkernel (x86_attention.h) for an
-/// attention kernel: the kernel's q, k, v, caches, gate (a null buffer when
-/// the layer has none), pos0, cached rows and output, then the layer's
-/// scale, window (0: full) and cache layout (1: ring).
-std::vector<MicrokernelArg> attentionArguments(const KernelSpec &spec) {
-  using A = MicrokernelArg;
-  std::vector<A> args = {A::of(0), A::of(1), A::of(2), A::of(3), A::of(4)};
-  int64_t next = 5;
-  args.push_back(spec.gated ? A::of(next++) : A::null());
-  for (int i = 0; i < 3; ++i) // pos0, cached, out
-    args.push_back(A::of(next++));
-  args.push_back(A::f32(spec.scale));
-  args.push_back(A::i32(spec.window));
-  args.push_back(A::i32(spec.ring ? 1 : 0));
-  return args;
-}
-
 /// Whether an x86 attention microkernel takes `spec`: f32 caches, head_dim
 /// a multiple of 8, up to 16 query heads per key / value head; with
 /// `halfCaches` (avx512_attention.c) also bf16 and f16 caches where its
@@ -131,7 +114,7 @@ const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
   static const Microkernel attention = {"spark_avx2_attention",
                                         "avx2_attention.c",
                                         {"-mavx2", "-mfma"},
-                                        attentionArguments};
+                                        attentionMicrokernelArguments};
   if (spec.kind == KernelKind::Attention)
     return attentionFits(spec, false) ? &attention : nullptr;
   if (spec.kind != KernelKind::Linear || spec.out % SPARK_MK_ROWS != 0)
@@ -194,7 +177,7 @@ const Microkernel *microkernelFor(const TargetVariant &variant,
       "spark_avx512_attention",
       "avx512_attention.c",
       {"-mavx512f", "-mavx2", "-mfma", "-mf16c"},
-      attentionArguments};
+      attentionMicrokernelArguments};
   // 6-bit codes (a wider grid for the head) in groups of 128, int8 inputs
   // (w4a8 builds) or bf16 / f16 ones as int16 (w4a16): int8_linear.c's
   // rows, each group's 64 nibble bytes and 32 bytes of top bits unpacked

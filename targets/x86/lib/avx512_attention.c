@@ -61,21 +61,6 @@ static inline __m512 exp16_nonpositive(__m512 x) {
                              _mm512_castsi512_ps(bits));
 }
 
-/* Row m (cache slot or the chunk's own row) of key / value head g, and its
- * elements' type (*type). */
-static inline const void *slot_row(const attention_job *j, int cache_key, int g,
-                                   int m, int *type) {
-  if (m < j->cached) {
-    const int slot = m < j->slots ? m : j->slots - 1;
-    const halide_buffer_t *cache = cache_key ? j->kc : j->vc;
-    *type = j->cache_type;
-    return j->cache_type == kCacheF32 ? (const void *)at3(cache, g, slot)
-                                      : (const void *)at3_16(cache, g, slot);
-  }
-  *type = kCacheF32;
-  return at3(cache_key ? j->k : j->v, g, m - j->cached);
-}
-
 /* Elements d..d+15 of a row of `type`, as f32. */
 static inline __attribute__((always_inline)) __m512
 load16(const void *row, const int type, int d) {
@@ -88,25 +73,6 @@ load16(const void *row, const int type, int d) {
     return _mm512_cvtph_ps(
         _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + d)));
   return _mm512_loadu_ps((const float *)row + d);
-}
-
-/* The position key m holds (x86_attention.h's key_row). */
-static inline int32_t key_position(const attention_job *j, int m) {
-  if (m >= j->cached)
-    return j->pos0 + m - j->cached;
-  if (!j->ring)
-    return m;
-  const int32_t last = j->pos0 - 1;
-  int32_t back = (last - m) % j->slots;
-  if (back < 0)
-    back += j->slots;
-  return last - back;
-}
-
-/* Whether the query at position `query` sees key m. */
-static inline int key_seen(const attention_job *j, int m, int32_t query) {
-  const int32_t position = key_position(j, m);
-  return position <= query && (j->window <= 0 || position > query - j->window);
 }
 
 enum { kVectors = kQueries / 16 };

@@ -82,6 +82,14 @@ struct Microkernel {
   std::vector<MicrokernelArg> (*arguments)(const KernelSpec &spec) = nullptr;
 };
 
+/// The arguments of an attention microkernel of a CPU target
+/// (targets/common/lib/attention_job.h's spark_attention_job takes them): the
+/// kernel's q, k, v, caches, gate (a null buffer when the layer has none),
+/// pos0, cached rows and output, then the layer's scale, window (0: full)
+/// and cache layout (1: ring).
+std::vector<MicrokernelArg>
+attentionMicrokernelArguments(const KernelSpec &spec);
+
 struct TargetInfo {
   TargetKind kind = TargetKind::Host;
   std::string family; // "x86", "arm64": dispatch names ("x86-avx512") and the
