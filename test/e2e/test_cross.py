@@ -188,7 +188,7 @@ class CrossTargets(test_e2e.EndToEnd):
         # value heads of 256), a sliding layer (ring of 63) and a full one:
         # a 150-token prompt in chunks of 16 (the ring wraps, the full layer
         # reads two ranges of keys), then 8 decode steps on 2 threads; every
-        # position's logits. Measured: 121.8 (f32 caches), 110.6 (bf16),
+        # position's logits. Measured: 121.3 (f32 caches), 106.7 (bf16),
         # 113.3 dB (f16); the ranges combined without their rescaling (the
         # mini, 150 tokens in chunks of 64): 13.0 dB.
         self.require("arm64")

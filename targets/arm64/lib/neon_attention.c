@@ -8,11 +8,13 @@
  * one task per token and range of keys takes every head, so each cache slot
  * (its key / value heads next to each other) is read once a token, in slot
  * order:
- *   scores: each key row against 4 query heads at a time (two chains of
- *           4-lane FMAs per head, the four sums reduced together);
- *   softmax: against the range's largest score;
+ *   scores: kKeyRun keys against 4 query heads at a time (16 independent
+ *           sums, each key and query vector loaded once), stored a key's 4
+ *           heads side by side;
+ *   softmax: against the range's largest score, 4 query heads at a time;
  *   values: blocks of kValueBlock keys, 16 dimensions x 4 query heads of
- *           accumulators in registers, each weight a lane operand.
+ *           accumulators in registers, a key's 4 weights one vector whose
+ *           lanes the FMAs take.
  * The ranges of a token are then combined, each rescaled by e^(its largest -
  * the token's largest). Ranges of at least kMinPartKeys keys and at most
  * kMaxParts a token, so that a long context's decode runs on every thread.
@@ -33,6 +35,7 @@ enum {
   kMaxParts = 32,
   kMinPartKeys = 128,
   kValueBlock = 16,
+  kKeyRun = 4,    /* keys a score pass computes together */
   kSlotsAhead = 4 /* cache slots requested ahead of the score pass */
 };
 
@@ -71,29 +74,38 @@ load4(const void *row, const int type, int d) {
   return vld1q_f32((const float *)row + d);
 }
 
-/* The scores of one key row (of `type`) for the kHeadRun query rows at q
- * ([kHeadRun][hd], scaled), as one vector. */
-static inline __attribute__((always_inline)) float32x4_t
-score_run(const float *q, const void *key, const int type, int hd) {
-  float32x4_t a[kHeadRun], b[kHeadRun];
-  for (int h = 0; h < kHeadRun; ++h)
-    a[h] = b[h] = vdupq_n_f32(0.0f);
-  for (int d = 0; d < hd; d += 8) {
-    const float32x4_t k0 = load4(key, type, d), k1 = load4(key, type, d + 4);
+/* The scores of the kKeyRun key rows key[] (of `type`) for the kHeadRun
+ * query rows at q ([kHeadRun][hd], scaled): out[k] holds key k's, one lane a
+ * query row. kKeyRun x kHeadRun independent sums, each query and key vector
+ * loaded once. */
+static inline __attribute__((always_inline)) void
+score_keys(const float *q, const void *const *key, const int type, int hd,
+           float *out) {
+  float32x4_t a[kKeyRun][kHeadRun];
+  for (int k = 0; k < kKeyRun; ++k)
+    for (int h = 0; h < kHeadRun; ++h)
+      a[k][h] = vdupq_n_f32(0.0f);
+  for (int d = 0; d < hd; d += 4) {
+    float32x4_t kd[kKeyRun];
+    for (int k = 0; k < kKeyRun; ++k)
+      kd[k] = load4(key[k], type, d);
     for (int h = 0; h < kHeadRun; ++h) {
-      a[h] = vfmaq_f32(a[h], vld1q_f32(q + (size_t)h * hd + d), k0);
-      b[h] = vfmaq_f32(b[h], vld1q_f32(q + (size_t)h * hd + d + 4), k1);
+      const float32x4_t qh = vld1q_f32(q + (size_t)h * hd + d);
+      for (int k = 0; k < kKeyRun; ++k)
+        a[k][h] = vfmaq_f32(a[k][h], qh, kd[k]);
     }
   }
-  return vpaddq_f32(vpaddq_f32(vaddq_f32(a[0], b[0]), vaddq_f32(a[1], b[1])),
-                    vpaddq_f32(vaddq_f32(a[2], b[2]), vaddq_f32(a[3], b[3])));
+  for (int k = 0; k < kKeyRun; ++k)
+    vst1q_f32(out + 4 * k, vpaddq_f32(vpaddq_f32(a[k][0], a[k][1]),
+                                      vpaddq_f32(a[k][2], a[k][3])));
 }
 
-/* acc[h][d] += w[h * stride + b] * value[b][d] for the `block` rows value[]
- * (of `type`) and the kHeadRun query rows of acc ([kHeadRun][hd]). */
+/* acc[h][d] += w[b][h] * value[b][d] for the `block` rows value[] (of
+ * `type`) and the kHeadRun query rows of acc ([kHeadRun][hd]); w holds a
+ * key's kHeadRun weights side by side. */
 static inline __attribute__((always_inline)) void
-add_value_rows(float *acc, const float *w, size_t stride,
-               const void *const *value, int block, const int type, int hd) {
+add_value_rows(float *acc, const float *w, const void *const *value, int block,
+               const int type, int hd) {
   for (int d0 = 0; d0 < hd; d0 += 16) {
     float32x4_t a[kHeadRun][4];
     for (int h = 0; h < kHeadRun; ++h)
@@ -103,10 +115,12 @@ add_value_rows(float *acc, const float *w, size_t stride,
       float32x4_t v[4];
       for (int e = 0; e < 4; ++e)
         v[e] = load4(value[b], type, d0 + 4 * e);
-      for (int h = 0; h < kHeadRun; ++h) {
-        const float wh = w[(size_t)h * stride + b];
-        for (int e = 0; e < 4; ++e)
-          a[h][e] = vfmaq_n_f32(a[h][e], v[e], wh);
+      const float32x4_t wb = vld1q_f32(w + 4 * b);
+      for (int e = 0; e < 4; ++e) {
+        a[0][e] = vfmaq_laneq_f32(a[0][e], v[e], wb, 0);
+        a[1][e] = vfmaq_laneq_f32(a[1][e], v[e], wb, 1);
+        a[2][e] = vfmaq_laneq_f32(a[2][e], v[e], wb, 2);
+        a[3][e] = vfmaq_laneq_f32(a[3][e], v[e], wb, 3);
       }
     }
     for (int h = 0; h < kHeadRun; ++h)
@@ -158,11 +172,13 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
   if (m0 >= m1)
     return 0;
   const int count = m1 - m0;
-  const size_t stride = (size_t)count + 4; /* a score row, padded */
+  /* the scores, then weights, of run R = g * runs + c: [R][key][kHeadRun] */
+  const size_t run_floats = (size_t)count * kHeadRun;
   float *buffer = NULL;
-  /* queries [rows][hd] (absent heads 0), scores [rows][stride] */
+  /* queries [rows][hd] (absent heads 0), scores [rows / kHeadRun][count]
+   * [kHeadRun] */
   if (posix_memalign((void **)&buffer, 64,
-                     sizeof(float) * (size_t)rows * ((size_t)hd + stride)) != 0)
+                     sizeof(float) * (size_t)rows * ((size_t)hd + count)) != 0)
     return -1;
   float *qs = buffer, *scores = qs + (size_t)rows * hd;
   for (int r = 0; r < rows; ++r) {
@@ -176,60 +192,69 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
       memset(q, 0, sizeof(float) * (size_t)hd);
     }
   }
-  for (int m = m0; m < m1; ++m) {
+  const float32x4_t lowest = vdupq_n_f32(-3.0e38f);
+  for (int m = m0; m < m1;) {
     if (!key_seen(j, m, query)) {
-      for (int r = 0; r < rows; ++r)
-        scores[(size_t)r * stride + (m - m0)] = -3.0e38f;
+      for (int R = 0; R < kv * runs; ++R)
+        vst1q_f32(scores + R * run_floats + (size_t)(m - m0) * kHeadRun,
+                  lowest);
+      ++m;
       continue;
     }
-    if (m + kSlotsAhead < m1)
-      prefetch_slot(j, 1, m + kSlotsAhead);
+    /* a run of kKeyRun keys, all seen and of one type (the cache's or the
+     * chunk's rows), or else one key */
+    int run = m + kKeyRun <= m1 && (m + kKeyRun <= j->cached || m >= j->cached)
+                  ? kKeyRun
+                  : 1;
+    for (int i = 1; i < run; ++i)
+      if (!key_seen(j, m + i, query))
+        run = 1;
+    for (int i = 0; i < run; ++i)
+      if (m + i + kSlotsAhead < m1)
+        prefetch_slot(j, 1, m + i + kSlotsAhead);
     for (int g = 0; g < kv; ++g) {
       int type;
-      const void *key = slot_row(j, 1, g, m, &type);
+      const void *key[kKeyRun];
+      for (int i = 0; i < run; ++i)
+        key[i] = slot_row(j, 1, g, m + i, &type);
+      for (int i = run; i < kKeyRun; ++i) /* one key: the rest repeat it */
+        key[i] = key[0];
       for (int c = 0; c < runs; ++c) {
         const size_t r0 = (size_t)(g * runs + c) * kHeadRun;
         const float *q = qs + r0 * hd;
-        float32x4_t s;
+        float out[kKeyRun * kHeadRun];
         if (type == kCacheBF16)
-          s = score_run(q, key, kCacheBF16, hd);
+          score_keys(q, key, kCacheBF16, hd, out);
         else if (type == kCacheF16)
-          s = score_run(q, key, kCacheF16, hd);
+          score_keys(q, key, kCacheF16, hd, out);
         else
-          s = score_run(q, key, kCacheF32, hd);
-        float *out = scores + r0 * stride + (m - m0);
-        out[0] = vgetq_lane_f32(s, 0);
-        out[stride] = vgetq_lane_f32(s, 1);
-        out[2 * stride] = vgetq_lane_f32(s, 2);
-        out[3 * stride] = vgetq_lane_f32(s, 3);
+          score_keys(q, key, kCacheF32, hd, out);
+        memcpy(scores + (g * runs + c) * run_floats +
+                   (size_t)(m - m0) * kHeadRun,
+               out, sizeof(float) * (size_t)run * kHeadRun);
       }
     }
+    m += run;
   }
+  /* each query row's softmax against its largest score, 4 rows at a time;
+   * a row that sees no key of the range gets weights 0 and total 0 */
   const float32x4_t hidden = vdupq_n_f32(-1.0e38f);
-  for (int r = 0; r < rows; ++r) {
-    float *row = scores + (size_t)r * stride;
-    for (int m = count; m < (count + 3) / 4 * 4; ++m) /* padding: weight 0 */
-      row[m] = -3.0e38f;
-    float32x4_t high = vdupq_n_f32(-3.0e38f);
-    for (int m = 0; m < count; m += 4)
-      high = vmaxq_f32(high, vld1q_f32(row + m));
-    const float top = vmaxvq_f32(high);
-    if (top <= -1.0e38f) { /* no key of the range seen: weights 0 */
-      memset(row, 0, sizeof(float) * (size_t)count);
-      continue;
-    }
-    const float32x4_t top4 = vdupq_n_f32(top);
+  for (int R = 0; R < kv * runs; ++R) {
+    float *run_scores = scores + R * run_floats;
+    float32x4_t top = lowest;
+    for (int m = 0; m < count; ++m)
+      top = vmaxq_f32(top, vld1q_f32(run_scores + (size_t)m * kHeadRun));
     float32x4_t sum = vdupq_n_f32(0.0f);
-    for (int m = 0; m < count; m += 4) {
-      const float32x4_t score = vld1q_f32(row + m);
+    for (int m = 0; m < count; ++m) {
+      const float32x4_t score = vld1q_f32(run_scores + (size_t)m * kHeadRun);
       const float32x4_t w = vreinterpretq_f32_u32(vandq_u32(
           vcgtq_f32(score, hidden),
-          vreinterpretq_u32_f32(exp4_nonpositive(vsubq_f32(score, top4)))));
-      vst1q_f32(row + m, w);
+          vreinterpretq_u32_f32(exp4_nonpositive(vsubq_f32(score, top)))));
+      vst1q_f32(run_scores + (size_t)m * kHeadRun, w);
       sum = vaddq_f32(sum, w);
     }
-    largest[r] = top;
-    total[r] = vaddvq_f32(sum);
+    vst1q_f32(largest + (size_t)R * kHeadRun, top);
+    vst1q_f32(total + (size_t)R * kHeadRun, sum);
   }
   /* blocks of kValueBlock keys, split where the cache's rows end and the
    * chunk's begin (their types differ) */
@@ -248,13 +273,14 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
       for (int c = 0; c < runs; ++c) {
         const size_t r0 = (size_t)(g * runs + c) * kHeadRun;
         float *acc = sums + r0 * hd;
-        const float *w = scores + r0 * stride + b0;
+        const float *w =
+            scores + (g * runs + c) * run_floats + (size_t)b0 * kHeadRun;
         if (type == kCacheBF16)
-          add_value_rows(acc, w, stride, value, block, kCacheBF16, hd);
+          add_value_rows(acc, w, value, block, kCacheBF16, hd);
         else if (type == kCacheF16)
-          add_value_rows(acc, w, stride, value, block, kCacheF16, hd);
+          add_value_rows(acc, w, value, block, kCacheF16, hd);
         else
-          add_value_rows(acc, w, stride, value, block, kCacheF32, hd);
+          add_value_rows(acc, w, value, block, kCacheF32, hd);
       }
     }
     b0 += block;
