@@ -231,12 +231,14 @@ cl::opt<bool> probeInputs(
              "product's input"),
     cl::init(false), cl::Hidden, cl::cat(category));
 
-cl::opt<bool> halideKernels(
+cl::opt<std::string> halideKernelsOption(
     "halide-kernels",
     cl::desc("--target=arm64, hexagon or s25: every kernel from Halide, no "
              "hand-written microkernel (to compare the microkernels against "
-             "Halide's kernels of the same build)"),
-    cl::init(false), cl::Hidden, cl::cat(category));
+             "Halide's kernels of the same build); =attention: the attention "
+             "kernels only"),
+    cl::value_desc("all|attention"), cl::ValueOptional, cl::init(""),
+    cl::Hidden, cl::cat(category));
 
 cl::opt<bool> reportFidelity(
     "report-fidelity",
@@ -306,11 +308,13 @@ bool readImportance(const json::Value &value, std::vector<float> &out) {
   return true;
 }
 
-/// --target, --quant, --activations and --amx-kernel, parsed by main.
+/// --target, --quant, --activations, --amx-kernel and --halide-kernels,
+/// parsed by main.
 spark::TargetKind targetKind = spark::TargetKind::Host;
 spark::QuantScheme scheme = spark::QuantScheme::None;
 spark::Activations activationKind = spark::Activations::None;
 spark::AmxKernel amxKernelKind = spark::AmxKernel::Tiles;
+spark::HalideKernels halideKernels = spark::HalideKernels::None;
 
 /// The build the command line asks for (its options checked by main).
 spark::Build commandLineBuild(std::string reproduce) {
@@ -624,6 +628,15 @@ int main(int argc, char **argv) {
     return fail("--amx-kernel=" + amxKernel +
                 " is not known; expected tiles "
                 "or halide");
+  if (halideKernelsOption.getNumOccurrences()) {
+    if (halideKernelsOption.empty() || halideKernelsOption == "all")
+      halideKernels = spark::HalideKernels::All;
+    else if (halideKernelsOption == "attention")
+      halideKernels = spark::HalideKernels::Attention;
+    else
+      return fail("--halide-kernels=" + halideKernelsOption +
+                  " is not known; expected all (the default) or attention");
+  }
   if (std::optional<spark::TargetKind> parsed =
           spark::symbolizeTargetKind(target))
     targetKind = *parsed;

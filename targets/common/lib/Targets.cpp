@@ -54,15 +54,31 @@ llvm::Expected<TargetInfo> withMicrokernels(TargetKind kind,
 } // namespace
 
 llvm::Expected<TargetInfo> targetFor(TargetKind kind, AmxKernel amxKernel,
-                                     bool halideKernels) {
+                                     HalideKernels halideKernels) {
   llvm::Expected<TargetInfo> target = withMicrokernels(kind, amxKernel);
-  if (!target || !halideKernels)
+  if (!target || halideKernels == HalideKernels::None)
     return target;
   if (kind != TargetKind::Arm64 && kind != TargetKind::Hexagon)
     return llvm::createStringError(
         "--halide-kernels applies to --target=arm64, hexagon or s25, whose "
         "every kernel Halide also compiles; the x86 variants with dot "
         "products have only hand-written matrix kernels");
+  if (halideKernels == HalideKernels::Attention) {
+    auto microkernelFor = target->microkernelFor;
+    auto compilesKernel = target->compilesKernel;
+    target->microkernelFor =
+        [microkernelFor](const TargetVariant &variant,
+                         const KernelSpec &spec) -> const Microkernel * {
+      return spec.kind == KernelKind::Attention ? nullptr
+                                                : microkernelFor(variant, spec);
+    };
+    target->compilesKernel = [compilesKernel](const TargetVariant &variant,
+                                              const KernelSpec &spec) {
+      return spec.kind == KernelKind::Attention ||
+             compilesKernel(variant, spec);
+    };
+    return target;
+  }
   target->microkernelFor = [](const TargetVariant &,
                               const KernelSpec &) -> const Microkernel * {
     return nullptr;

@@ -35,8 +35,9 @@ struct BuildOptions {
   int64_t maxChunk = 64;
   bool quiet = false;
   AmxKernel amxKernel = AmxKernel::Tiles; // --target=spr: --amx-kernel
-  /// --halide-kernels (arm64, hexagon): no hand-written microkernel.
-  bool halideKernels = false;
+  /// --halide-kernels (arm64, hexagon): Halide's kernels where microkernels
+  /// would serve (all of them, or the attention kernels only).
+  HalideKernels halideKernels = HalideKernels::None;
   QuantScheme quant = QuantScheme::None;  // --quant
   int64_t groupSize = kDefaultGroupSize;  // --group-size (4-bit schemes)
   std::vector<std::string> quantRecipe; // --quant-recipe / --quant-override

@@ -154,14 +154,19 @@ compilesUnlessMicrokernel(const Microkernel *(*microkernelFor)(
       };
 }
 
+/// Which kernels Halide compiles where a microkernel would serve
+/// (--halide-kernels, arm64 and hexagon): none, every kernel, or the
+/// attention kernels only (the microkernels serve the rest).
+enum class HalideKernels { None, All, Attention };
+
 /// The target `kind` (not S25, a bundle of two); `amxKernel` is the
 /// --amx-kernel choice of spr; `halideKernels` (--halide-kernels, arm64 and
-/// hexagon) takes no microkernel: Halide compiles every kernel. A target
+/// hexagon) takes Halide's kernels where microkernels would serve. A target
 /// this spark-compile was built without (no cross compiler or linker) is an
 /// error saying what to install.
-llvm::Expected<TargetInfo> targetFor(TargetKind kind,
-                                     AmxKernel amxKernel = AmxKernel::Tiles,
-                                     bool halideKernels = false);
+llvm::Expected<TargetInfo>
+targetFor(TargetKind kind, AmxKernel amxKernel = AmxKernel::Tiles,
+          HalideKernels halideKernels = HalideKernels::None);
 
 /// The names targetFor() knows, for messages and --help.
 const char *knownTargets();
