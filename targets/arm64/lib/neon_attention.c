@@ -21,7 +21,7 @@
  * A token's keys stop at its own row (the chunk's later rows are causal
  * misses). The caches hold f32, bf16 or f16 (each element widened to f32).
  * Needs hd % 16 == 0 and at most kMaxRows query rows (the heads, each
- * key / value head's group rounded up to 4); arm64_attention_fits() in
+ * key / value head's group rounded up to 4); attentionFits() in
  * Arm64Target.cpp checks the same. Base ARMv8-A NEON. */
 #include "attention_job.h"
 
@@ -148,8 +148,12 @@ typedef struct token_job {
                      [rows], total [rows] */
 } token_job;
 
-/* The query rows of key / value head g, run c: rows (g * runs + c) *
- * kHeadRun on; query head g * group + h is row g * runs * kHeadRun + h. */
+/* Token task / parts against its range of keys task % parts: the range's
+ * weighted value sums, largest score and sum of weights of every query row
+ * into the token's part of `partial`. The query rows of key / value head g,
+ * run c, are rows (g * runs + c) * kHeadRun on: query head g * group + h is
+ * row g * runs * kHeadRun + h, and the rows past a group are zero queries
+ * whose sums are never read. */
 static int token_part_task(void *user_context, int task, uint8_t *closure) {
   (void)user_context;
   const token_job *tj = (const token_job *)closure;
