@@ -17,7 +17,9 @@
  *           lanes the FMAs take.
  * The ranges of a token are then combined, each rescaled by e^(its largest -
  * the token's largest). Ranges of at least kMinPartKeys keys and at most
- * kMaxParts a token, so that a long context's decode runs on every thread.
+ * kMaxParts a token, so that a long context's decode runs on every thread;
+ * a chunk of kWholeKeysTokens tokens or more reads all its keys in one
+ * range per token.
  * A token's keys stop at its own row (the chunk's later rows are causal
  * misses). The caches hold f32, bf16 or f16 (each element widened to f32).
  * Needs hd % 16 == 0 and at most kMaxRows query rows (the heads, each
@@ -34,6 +36,7 @@ enum {
   kMaxRows = 64, /* key / value heads x query heads rounded up to 4 */
   kMaxParts = 32,
   kMinPartKeys = 128,
+  kWholeKeysTokens = 4,
   kValueBlock = 16,
   kKeyRun = 4,    /* keys a score pass computes together */
   kSlotsAhead = 4 /* cache slots requested ahead of the score pass */
@@ -344,10 +347,15 @@ int spark_neon_attention(halide_buffer_t *q, halide_buffer_t *k,
     return -1;
   const int keys = job->cached + job->n;
   /* ranges of at least kMinPartKeys keys (a multiple of kValueBlock), at
-   * most kMaxParts a token */
+   * most kMaxParts a token; chunks of kWholeKeysTokens tokens or more take
+   * every key in one range (their tokens are tasks enough, and the ranges'
+   * partial sums, n x parts x rows x hd floats, would take 17 MiB a call for
+   * a chunk of 64 tokens of the 1.7b at 4096 positions) */
   int part_keys = (keys + kMaxParts - 1) / kMaxParts;
   if (part_keys < kMinPartKeys)
     part_keys = kMinPartKeys;
+  if (job->n >= kWholeKeysTokens)
+    part_keys = keys;
   part_keys = (part_keys + kValueBlock - 1) / kValueBlock * kValueBlock;
   tj.part_keys = part_keys;
   tj.parts = (keys + part_keys - 1) / part_keys;
