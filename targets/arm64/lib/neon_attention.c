@@ -162,7 +162,7 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
   const token_job *tj = (const token_job *)closure;
   const attention_job *j = &tj->a;
   const int t = task / tj->parts, part = task % tj->parts;
-  const int hd = j->hd, group = j->group, kv = j->kv_heads, runs = tj->runs;
+  const int hd = j->hd, kv = j->kv_heads, runs = tj->runs;
   const int rows = kv * runs * kHeadRun;
   const int32_t query = j->pos0 + t;
   /* the token's keys end at its own row */
@@ -188,17 +188,8 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
                      sizeof(float) * (size_t)rows * ((size_t)hd + count)) != 0)
     return -1;
   float *qs = buffer, *scores = qs + (size_t)rows * hd;
-  for (int r = 0; r < rows; ++r) {
-    const int g = r / (runs * kHeadRun), h = r % (runs * kHeadRun);
-    float *q = qs + (size_t)r * hd;
-    if (h < group) {
-      const float *row = at3(j->q, g * group + h, t);
-      for (int d = 0; d < hd; ++d)
-        q[d] = row[d] * j->scale;
-    } else {
-      memset(q, 0, sizeof(float) * (size_t)hd);
-    }
-  }
+  spark_attention_queries(j, t, runs * kHeadRun, qs);
+
   const float32x4_t lowest = vdupq_n_f32(-3.0e38f);
   for (int m = m0; m < m1;) {
     if (!key_seen(j, m, query)) {
@@ -208,14 +199,7 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
       ++m;
       continue;
     }
-    /* a run of kKeyRun keys, all seen and of one type (the cache's or the
-     * chunk's rows), or else one key */
-    int run = m + kKeyRun <= m1 && (m + kKeyRun <= j->cached || m >= j->cached)
-                  ? kKeyRun
-                  : 1;
-    for (int i = 1; i < run; ++i)
-      if (!key_seen(j, m + i, query))
-        run = 1;
+    const int run = spark_attention_key_run(j, m, m1, query, kKeyRun);
     for (int i = 0; i < run; ++i)
       if (m + i + kSlotsAhead < m1)
         prefetch_slot(j, 1, m + i + kSlotsAhead);
@@ -266,9 +250,8 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
   /* blocks of kValueBlock keys, split where the cache's rows end and the
    * chunk's begin (their types differ) */
   for (int b0 = 0; b0 < count;) {
-    int block = count - b0 < kValueBlock ? count - b0 : kValueBlock;
-    if (m0 + b0 < j->cached && m0 + b0 + block > j->cached)
-      block = j->cached - (m0 + b0);
+    const int block =
+        spark_attention_value_block(j, m0 + b0, count - b0, kValueBlock);
     for (int b = 0; b < block; ++b)
       if (m0 + b0 + block + b < m1)
         prefetch_slot(j, 0, m0 + b0 + block + b);

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The caches' elements (the chunk's own keys and values are f32). */
 enum { kCacheF32 = 0, kCacheBF16 = 1, kCacheF16 = 2 };
@@ -114,6 +115,48 @@ static inline int32_t key_position(const attention_job *j, int m) {
 static inline int key_seen(const attention_job *j, int m, int32_t query) {
   const int32_t position = key_position(j, m);
   return position <= query && (j->window <= 0 || position > query - j->window);
+}
+
+/* Token t's query rows, scaled, into qs ([kv][per_head][hd]): the
+ * query heads of key / value head g at rows g * per_head on, the rows past
+ * its group (per_head >= group) zero. */
+static inline void spark_attention_queries(const attention_job *j, int t,
+                                           int per_head, float *qs) {
+  for (int r = 0; r < j->kv_heads * per_head; ++r) {
+    const int g = r / per_head, h = r % per_head; /* within the group */
+    float *q = qs + (size_t)r * j->hd;
+    if (h < j->group) {
+      const float *row = at3(j->q, g * j->group + h, t);
+      for (int d = 0; d < j->hd; ++d)
+        q[d] = row[d] * j->scale;
+    } else {
+      memset(q, 0, sizeof(float) * (size_t)j->hd);
+    }
+  }
+}
+
+/* How many keys from the seen key m (before m1) the query at `query` takes
+ * together: `most` if they are all seen and of one type (the cache's or the
+ * chunk's rows), else 1. */
+static inline int spark_attention_key_run(const attention_job *j, int m, int m1,
+                                          int32_t query, int most) {
+  if (!(m + most <= m1 && (m + most <= j->cached || m >= j->cached)))
+    return 1;
+  for (int i = 1; i < most; ++i)
+    if (!key_seen(j, m + i, query))
+      return 1;
+  return most;
+}
+
+/* The keys of a value block from key m (count_left keys left, at most
+ * `most`), ending where the cache's rows end and the chunk's begin (their
+ * types differ). */
+static inline int spark_attention_value_block(const attention_job *j, int m,
+                                              int count_left, int most) {
+  int block = count_left < most ? count_left : most;
+  if (m < j->cached && m + block > j->cached)
+    block = j->cached - m;
+  return block;
 }
 
 /* Fills `job` from the kernel's arguments; 0, or -1 for a shape the task

@@ -451,18 +451,8 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
     return -1;
   float *qs = buffer, *acc = qs + (size_t)rows * hd,
         *scores = acc + (size_t)rows * hd;
-  for (int r = 0; r < rows; ++r) {
-    const int g = r / (chunks * kTokenHeads),
-              h = r % (chunks * kTokenHeads); /* within the group */
-    float *q = qs + (size_t)r * hd;
-    if (h < group) {
-      const float *row = at3(j->q, g * group + h, t);
-      for (int d = 0; d < hd; ++d)
-        q[d] = row[d] * j->scale;
-    } else {
-      memset(q, 0, sizeof(float) * (size_t)hd);
-    }
-  }
+  spark_attention_queries(j, t, chunks * kTokenHeads, qs);
+
   memset(acc, 0, sizeof(float) * (size_t)rows * hd);
   const int32_t query = j->pos0 + t;
   float top[kMaxRows]; /* per row: the part's largest score */
@@ -491,14 +481,7 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
       ++m;
       continue;
     }
-    /* a run of kKeyRun keys, all seen and of one type (the cache's or the
-     * chunk's rows), or else one key */
-    int run = m + kKeyRun <= m1 && (m + kKeyRun <= j->cached || m >= j->cached)
-                  ? kKeyRun
-                  : 1;
-    for (int i = 1; i < run; ++i)
-      if (!key_seen(j, m + i, query))
-        run = 1;
+    const int run = spark_attention_key_run(j, m, m1, query, kKeyRun);
     for (int i = 0; i < run; ++i)
       if (m + i + kKeysAhead < m1)
         for (int g = 0; g < kv; ++g) {
@@ -559,9 +542,8 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
   /* blocks of kValueBlock keys, split where the cache's rows end and the
    * chunk's begin (their types differ) */
   for (int b0 = 0; b0 < count;) {
-    int block = count - b0 < kValueBlock ? count - b0 : kValueBlock;
-    if (m0 + b0 < j->cached && m0 + b0 + block > j->cached)
-      block = j->cached - (m0 + b0);
+    const int block =
+        spark_attention_value_block(j, m0 + b0, count - b0, kValueBlock);
     for (int g = 0; g < kv; ++g) {
       const void *value[kValueBlock], *later[kValueBlock];
       int type = kCacheF32, unused;
