@@ -233,14 +233,17 @@ std::string caseName(const ::testing::TestParamInfo<Case> &info) {
 // last shorter); with a window of 100 on a linear cache, all but the last of
 // them see no key. At 9000, into its most ranges (32 of 288 keys). bf16 and f16
 // caches: decode, a short chunk (the cache's rows and the chunk's f32 rows in
-// one key range) and prefill tiles.
+// one key range) and prefill tiles. A short chunk on a wrapped ring (3
+// tokens at 130, f32): the ring's oldest slots lie past the last token's
+// window, the runs of slots it sees end at the ring's newest slot.
 INSTANTIATE_TEST_SUITE_P(
     X86, X86Attention,
     ::testing::Values(Case{"avx2", 1, 30, 0}, Case{"avx2", 17, 130, 1},
                       Case{"avx512", 1, 130, 1}, Case{"avx512", 5, 30, 0},
                       Case{"avx512", 8, 0, 0}, Case{"avx512", 17, 30, 1},
-                      Case{"avx512", 17, 130, 1}, Case{"avx512", 70, 130, 0},
-                      Case{"avx512", 70, 0, 1}, Case{"avx512", 1, 130, 0, 4},
+                      Case{"avx512", 17, 130, 1}, Case{"avx512", 3, 130, 1},
+                      Case{"avx512", 70, 130, 0}, Case{"avx512", 70, 0, 1},
+                      Case{"avx512", 1, 130, 0, 4},
                       Case{"avx512", 20, 130, 1, 4},
                       Case{"avx512", 1, 30, 1, 1}, Case{"avx512", 9, 30, 0, 1},
                       Case{"avx512", 1, 3000, 0}, Case{"avx512", 1, 9000, 0},

@@ -135,6 +135,32 @@ static inline void spark_attention_queries(const attention_job *j, int t,
   }
 }
 
+/* The end of the run of cache keys from the seen key m (before m1) that the
+ * query at `query` sees, in consecutive slots whose positions step by one:
+ * a linear cache's keys up to the query's own, a ring's up to the slot of
+ * its newest position (the next slot holds its oldest). A run is seen
+ * throughout once its first key is: its positions only grow, and every
+ * cached position is below the query's. m, if m is not a cache key. */
+static inline int spark_attention_seen_run(const attention_job *j, int m,
+                                           int m1, int32_t query) {
+  int end = m1 < j->cached ? m1 : j->cached;
+  if (end > j->slots)
+    end = j->slots;
+  if (m >= end)
+    return m;
+  if (j->ring) {
+    /* the newest slot: (pos0 - 1 - slot) mod slots == 0 */
+    int32_t newest = (j->pos0 - 1) % j->slots;
+    if (newest < 0)
+      newest += j->slots;
+    if (newest >= m && newest + 1 < end)
+      end = newest + 1;
+  } else if (end > query + 1) {
+    end = query + 1;
+  }
+  return end > m ? end : m;
+}
+
 /* How many keys from the seen key m (before m1) the query at `query` takes
  * together: `most` if they are all seen and of one type (the cache's or the
  * chunk's rows), else 1. */
