@@ -395,7 +395,7 @@ add_value_rows(float *acc, const float *w, size_t stride,
  * caller's loop, which requests its own). From memory, one thread: a full
  * layer of the 1.7b at 32704 bf16 positions 23.0 -> 29.0 GB/s against
  * checking each key as the other keys are (Zen 5); its sliding ring of 511
- * f32 slots 55% -> 67% of the stream (Zen 4, spark-kernelbench), where
+ * f32 slots 55% -> 67% of the stream (Zen 5, spark-kernelbench), where
  * each key's ring position took a division. */
 static inline __attribute__((always_inline)) void
 score_linear_keys(const attention_job *j, const float *qs, float *scores,
