@@ -234,7 +234,7 @@ std::string caseName(const ::testing::TestParamInfo<Case> &info) {
 // them see no key. At 9000, into its most ranges (32 of 288 keys). bf16 and f16
 // caches: decode, a short chunk (the cache's rows and the chunk's f32 rows in
 // one key range) and prefill tiles. A short chunk on a wrapped ring (3
-// tokens at 130, f32): the ring's oldest slots lie past the last token's
+// tokens at 130, f32): the ring's oldest slots lie outside the last token's
 // window, the runs of slots it sees end at the ring's newest slot.
 INSTANTIATE_TEST_SUITE_P(
     X86, X86Attention,
