@@ -191,15 +191,23 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
   spark_attention_queries(j, t, runs * kHeadRun, qs);
 
   const float32x4_t lowest = vdupq_n_f32(-3.0e38f);
+  /* keys before seen_end: a run of cache keys the query sees (no position
+   * checks: for a ring each took a division) */
+  int seen_end = m0;
   for (int m = m0; m < m1;) {
-    if (!key_seen(j, m, query)) {
-      for (int R = 0; R < kv * runs; ++R)
-        vst1q_f32(scores + R * run_floats + (size_t)(m - m0) * kHeadRun,
-                  lowest);
-      ++m;
-      continue;
+    if (m >= seen_end) {
+      if (!key_seen(j, m, query)) {
+        for (int R = 0; R < kv * runs; ++R)
+          vst1q_f32(scores + R * run_floats + (size_t)(m - m0) * kHeadRun,
+                    lowest);
+        ++m;
+        continue;
+      }
+      seen_end = spark_attention_seen_run(j, m, m1, query);
     }
-    const int run = spark_attention_key_run(j, m, m1, query, kKeyRun);
+    const int run = seen_end - m >= kKeyRun
+                        ? kKeyRun
+                        : spark_attention_key_run(j, m, m1, query, kKeyRun);
     for (int i = 0; i < run; ++i)
       if (m + i + kSlotsAhead < m1)
         prefetch_slot(j, 1, m + i + kSlotsAhead);
