@@ -398,9 +398,9 @@ add_value_rows(float *acc, const float *w, size_t stride,
  * f32 slots 55% -> 67% of the stream (Zen 5, spark-kernelbench), where
  * each key's ring position took a division. */
 static inline __attribute__((always_inline)) void
-score_linear_keys(const attention_job *j, const float *qs, float *scores,
-                  size_t stride, int chunks, int m0, int m, int end,
-                  const int type) {
+score_seen_keys(const attention_job *j, const float *qs, float *scores,
+                size_t stride, int chunks, int m0, int m, int end,
+                const int type) {
   const int hd = j->hd, kv = j->kv_heads;
   const size_t size = type == kCacheF32 ? 4 : 2;
   const size_t slot_bytes = (size_t)j->kc->dim[2].stride * size,
@@ -473,12 +473,11 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
     const int end = m + (seen_end - m) / kKeyRun * kKeyRun;
     if (end > m) {
       if (j->cache_type == kCacheBF16)
-        score_linear_keys(j, qs, scores, stride, chunks, m0, m, end,
-                          kCacheBF16);
+        score_seen_keys(j, qs, scores, stride, chunks, m0, m, end, kCacheBF16);
       else if (j->cache_type == kCacheF16)
-        score_linear_keys(j, qs, scores, stride, chunks, m0, m, end, kCacheF16);
+        score_seen_keys(j, qs, scores, stride, chunks, m0, m, end, kCacheF16);
       else
-        score_linear_keys(j, qs, scores, stride, chunks, m0, m, end, kCacheF32);
+        score_seen_keys(j, qs, scores, stride, chunks, m0, m, end, kCacheF32);
       m = end;
       continue;
     }
