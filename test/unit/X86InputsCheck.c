@@ -75,8 +75,8 @@ int spark_test_avx512_inputs_mismatches(unsigned seed, int trials) {
           }
           mismatches += memcmp(row, codes, (size_t)K) != 0;
         }
-        free(expected);
-        free(expected_scales);
+        spark_scratch_put(expected);
+        spark_scratch_put(expected_scales);
       }
     free(x);
     free(codes);

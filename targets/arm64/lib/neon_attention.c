@@ -184,8 +184,8 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
   float *buffer = NULL;
   /* queries [rows][hd] (absent heads 0), scores [rows / kHeadRun][count]
    * [kHeadRun] */
-  if (posix_memalign((void **)&buffer, 64,
-                     sizeof(float) * (size_t)rows * ((size_t)hd + count)) != 0)
+  if (spark_scratch_get((void **)&buffer, sizeof(float) * (size_t)rows *
+                                              ((size_t)hd + count)) != 0)
     return -1;
   float *qs = buffer, *scores = qs + (size_t)rows * hd;
   spark_attention_queries(j, t, runs * kHeadRun, qs);
@@ -283,7 +283,7 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
     }
     b0 += block;
   }
-  free(buffer);
+  spark_scratch_put(buffer);
   return 0;
 }
 
@@ -352,13 +352,13 @@ int spark_neon_attention(halide_buffer_t *q, halide_buffer_t *k,
   tj.parts = (keys + part_keys - 1) / part_keys;
   tj.part_floats = (size_t)rows * job->hd + 2 * (size_t)rows;
   const size_t floats = (size_t)job->n * tj.parts * tj.part_floats + job->hd;
-  if (posix_memalign((void **)&tj.partial, 64, sizeof(float) * floats) != 0)
+  if (spark_scratch_get((void **)&tj.partial, sizeof(float) * floats) != 0)
     return -1;
   int rc = halide_do_par_for(NULL, token_part_task, 0, job->n * tj.parts,
                              (uint8_t *)&tj);
   if (rc == 0)
     for (int t = 0; t < job->n; ++t)
       token_combine(&tj, t, tj.partial + floats - job->hd);
-  free(tj.partial);
+  spark_scratch_put(tj.partial);
   return rc;
 }

@@ -405,11 +405,11 @@ static int run_sdot(halide_buffer_t *x, float input_scale, sdot_job *job,
   float *sums = NULL;
   if (reorder) {
     const int groups = job->K / kGroup;
-    sums = (float *)malloc(sizeof(float) * (size_t)(job->T > 0 ? job->T : 1) *
-                           (size_t)groups);
+    sums = (float *)spark_scratch_alloc(
+        sizeof(float) * (size_t)(job->T > 0 ? job->T : 1) * (size_t)groups);
     if (!sums) {
-      free(codes);
-      free(token_scales);
+      spark_scratch_put(codes);
+      spark_scratch_put(token_scales);
       return -1;
     }
     for (int t = 0; t < job->T; ++t)
@@ -424,9 +424,9 @@ static int run_sdot(halide_buffer_t *x, float input_scale, sdot_job *job,
   int rc = halide_do_par_for(NULL, task, 0,
                              (job->N + kRowsPerTask - 1) / kRowsPerTask,
                              (uint8_t *)job);
-  free(codes);
-  free(token_scales);
-  free(sums);
+  spark_scratch_put(codes);
+  spark_scratch_put(token_scales);
+  spark_scratch_put(sums);
   return rc;
 }
 
@@ -497,13 +497,13 @@ static int prepare_int16(const halide_buffer_t *x, int bf16, int int8,
   const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
   const int groups = K / kGroup;
   const size_t cells = (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1);
-  *bytes = (uint8_t *)malloc(cells * 2 * kGroup);
-  *scales = (float *)malloc(sizeof(float) * cells);
-  *sums = (float *)malloc(sizeof(float) * cells);
+  *bytes = (uint8_t *)spark_scratch_alloc(cells * 2 * kGroup);
+  *scales = (float *)spark_scratch_alloc(sizeof(float) * cells);
+  *sums = (float *)spark_scratch_alloc(sizeof(float) * cells);
   if (!*bytes || !*scales || !*sums) {
-    free(*bytes);
-    free(*scales);
-    free(*sums);
+    spark_scratch_put(*bytes);
+    spark_scratch_put(*scales);
+    spark_scratch_put(*sums);
     return -1;
   }
   for (int t = 0; t < T; ++t)
@@ -546,9 +546,9 @@ static int run_int16(halide_buffer_t *x, int bf16, int int8, sdot_job *job,
   const int rc = halide_do_par_for(NULL, task, 0,
                                    (job->N + kRowsPerTask - 1) / kRowsPerTask,
                                    (uint8_t *)job);
-  free(bytes);
-  free(powers);
-  free(sums);
+  spark_scratch_put(bytes);
+  spark_scratch_put(powers);
+  spark_scratch_put(sums);
   return rc;
 }
 

@@ -18,6 +18,7 @@
 #define SPARK_TARGETS_ATTENTION_JOB_H
 
 #include "HalideRuntime.h"
+#include "scratch.h"
 
 #include <math.h>
 #include <stddef.h>

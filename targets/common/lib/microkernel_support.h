@@ -8,6 +8,7 @@
 
 #include "HalideRuntime.h"
 #include "microkernel_shapes.h"
+#include "scratch.h"
 #include "spark/model_abi.h"
 
 #include <math.h>
@@ -118,16 +119,17 @@ static inline float spark_quantize_row(const float *x, int K, float scale,
 /* Quantizes the T rows of x (f32 [K, T], any row stride) into *codes
  * ([T][K], 128-byte aligned) and *scales ([T]), with the kernel's
  * input_scale argument (> 0: static; otherwise per token). Returns 0, or -1
- * with nothing allocated. Free both with free(). */
+ * with nothing allocated. Free both with spark_scratch_put(). */
 static inline int spark_quantize_rows(const halide_buffer_t *x,
                                       float input_scale, int8_t **codes,
                                       float **scales) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
   *codes = NULL;
-  *scales = (float *)malloc(sizeof(float) * (size_t)(T > 0 ? T : 1));
-  if (!*scales || posix_memalign((void **)codes, 128,
-                                 (size_t)(T > 0 ? T : 1) * (size_t)K) != 0) {
-    free(*scales);
+  *scales =
+      (float *)spark_scratch_alloc(sizeof(float) * (size_t)(T > 0 ? T : 1));
+  if (!*scales || spark_scratch_get((void **)codes,
+                                    (size_t)(T > 0 ? T : 1) * (size_t)K) != 0) {
+    spark_scratch_put(*scales);
     *scales = NULL;
     *codes = NULL;
     return -1;

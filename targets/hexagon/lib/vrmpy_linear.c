@@ -135,8 +135,8 @@ int spark_vrmpy_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                                              token_scales[t0 + t];
     }
   }
-  free(codes);
-  free(token_scales);
+  spark_scratch_put(codes);
+  spark_scratch_put(token_scales);
   return 0;
 }
 
@@ -485,12 +485,12 @@ int8_input_rows(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
   if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
     return -1;
   const size_t tokens = (size_t)(T > 0 ? T : 1);
-  if (posix_memalign((void **)&reordered, 128, tokens * (size_t)padded) != 0 ||
-      posix_memalign((void **)&xsum8, 128,
-                     sizeof(int32_t) * tokens * (size_t)sides) != 0) {
-    free(reordered);
-    free(codes);
-    free(token_scales);
+  if (spark_scratch_get((void **)&reordered, tokens * (size_t)padded) != 0 ||
+      spark_scratch_get((void **)&xsum8,
+                        sizeof(int32_t) * tokens * (size_t)sides) != 0) {
+    spark_scratch_put(reordered);
+    spark_scratch_put(codes);
+    spark_scratch_put(token_scales);
     return -1;
   }
   /* per 256 codes: the even ones, then the odd ones, as the nibbles of a
@@ -554,10 +554,10 @@ int8_input_rows(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *scales,
     }
     n += rows;
   }
-  free(reordered);
-  free(xsum8);
-  free(codes);
-  free(token_scales);
+  spark_scratch_put(reordered);
+  spark_scratch_put(xsum8);
+  spark_scratch_put(codes);
+  spark_scratch_put(token_scales);
   return 0;
 }
 
@@ -601,12 +601,12 @@ static int prepare_int16(const halide_buffer_t *x, int bf16,
   in->pairs = (in->groups + 1) / 2;
   const size_t per_token = (size_t)in->pairs * SPARK_PAIR_X(form);
   in->bytes = NULL;
-  in->power = (float *)malloc(sizeof(float) * tokens * in->groups);
-  in->total = (float *)malloc(sizeof(float) * tokens * in->groups);
+  in->power = (float *)spark_scratch_alloc(sizeof(float) * tokens * in->groups);
+  in->total = (float *)spark_scratch_alloc(sizeof(float) * tokens * in->groups);
   if (!in->power || !in->total ||
-      posix_memalign((void **)&in->bytes, 128, tokens * per_token) != 0) {
-    free(in->power);
-    free(in->total);
+      spark_scratch_get((void **)&in->bytes, tokens * per_token) != 0) {
+    spark_scratch_put(in->power);
+    spark_scratch_put(in->total);
     return -1;
   }
   for (int t = 0; t < T; ++t) {
@@ -695,9 +695,9 @@ int16_input_rows(halide_buffer_t *x, halide_buffer_t *w,
     }
     n += rows;
   }
-  free(in.bytes);
-  free(in.power);
-  free(in.total);
+  spark_scratch_put(in.bytes);
+  spark_scratch_put(in.power);
+  spark_scratch_put(in.total);
   return 0;
 }
 
@@ -770,9 +770,9 @@ static int w8a16(halide_buffer_t *x, halide_buffer_t *w,
     }
     n += rows;
   }
-  free(in.bytes);
-  free(in.power);
-  free(in.total);
+  spark_scratch_put(in.bytes);
+  spark_scratch_put(in.power);
+  spark_scratch_put(in.total);
   return 0;
 }
 

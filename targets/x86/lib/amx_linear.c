@@ -114,7 +114,7 @@ int spark_amx_linear_bf16(halide_buffer_t *x, halide_buffer_t *w,
   const int TP = (T + 15) / 16 * 16, xs = x->dim[1].stride;
   const float *xf = (const float *)x->host;
   uint16_t *packed = NULL;
-  if (posix_memalign((void **)&packed, 64, (size_t)K / 2 * TP * 4) != 0)
+  if (spark_scratch_get((void **)&packed, (size_t)K / 2 * TP * 4) != 0)
     return -1;
   for (int kp = 0; kp < K / 2; ++kp)
     for (int t = 0; t < TP; ++t)
@@ -124,7 +124,7 @@ int spark_amx_linear_bf16(halide_buffer_t *x, halide_buffer_t *w,
   amx_job job = {w->host, (const uint8_t *)packed, (float *)out->host, NULL,
                  NULL, K, N, T, TP, out->dim[1].stride, K * 2, 32, 0};
   int rc = halide_do_par_for(NULL, amx_rows_task, 0, N / 32, (uint8_t *)&job);
-  free(packed);
+  spark_scratch_put(packed);
   return rc;
 }
 
@@ -140,9 +140,9 @@ int spark_amx_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
   float *token_scales;
   if (spark_quantize_rows(x, input_scale, &codes, &token_scales) != 0)
     return -1;
-  if (posix_memalign((void **)&packed, 64, (size_t)K * TP) != 0) {
-    free(codes);
-    free(token_scales);
+  if (spark_scratch_get((void **)&packed, (size_t)K * TP) != 0) {
+    spark_scratch_put(codes);
+    spark_scratch_put(token_scales);
     return -1;
   }
   /* B operand: groups of 4 consecutive K codes per token, [K/4][TP][4]. */
@@ -154,8 +154,8 @@ int spark_amx_linear_w8a8(halide_buffer_t *x, halide_buffer_t *w,
                  (const float *)scales->host, token_scales, K, N, T, TP,
                  out->dim[1].stride, K, 64, 1};
   int rc = halide_do_par_for(NULL, amx_rows_task, 0, N / 32, (uint8_t *)&job);
-  free(packed);
-  free(codes);
-  free(token_scales);
+  spark_scratch_put(packed);
+  spark_scratch_put(codes);
+  spark_scratch_put(token_scales);
   return rc;
 }

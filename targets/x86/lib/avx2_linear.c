@@ -706,10 +706,10 @@ static int run_int8(halide_buffer_t *x, float input_scale, avx2_job *job,
     return -1;
   int rc = -1;
   if (four_bit)
-    sums = (float *)malloc(sizeof(float) * (size_t)(T > 0 ? T : 1) *
-                           (groups > 0 ? groups : 1));
-  else if (posix_memalign((void **)&magnitudes, 128,
-                          (size_t)(T > 0 ? T : 1) * K) != 0)
+    sums = (float *)spark_scratch_alloc(
+        sizeof(float) * (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1));
+  else if (spark_scratch_get((void **)&magnitudes,
+                             (size_t)(T > 0 ? T : 1) * K) != 0)
     magnitudes = NULL;
   if (four_bit ? sums != NULL : magnitudes != NULL) {
     for (int t = 0; t < T; ++t) {
@@ -729,10 +729,10 @@ static int run_int8(halide_buffer_t *x, float input_scale, avx2_job *job,
     job->sums = sums;
     rc = run_rows(job, task);
   }
-  free(codes);
-  free(magnitudes);
-  free(token_scales);
-  free(sums);
+  spark_scratch_put(codes);
+  spark_scratch_put(magnitudes);
+  spark_scratch_put(token_scales);
+  spark_scratch_put(sums);
   return rc;
 }
 
@@ -770,8 +770,8 @@ static int run_wide(halide_buffer_t *x, int rounding, int group, avx2_job *job,
   job->inputs = inputs;
   job->sums = sums;
   int rc = run_rows(job, task);
-  free(inputs);
-  free(sums);
+  spark_scratch_put(inputs);
+  spark_scratch_put(sums);
   return rc;
 }
 

@@ -137,9 +137,10 @@ static int tile_task(void *user_context, int task, uint8_t *closure) {
   /* qt, ot and p; with 16-bit caches, a block's cached keys and values
    * widened to f32 */
   const size_t widened = j->cache_type == kCacheF32 ? 0 : 2 * kKeyBlock;
-  if (posix_memalign((void **)&buffer, 64,
-                     sizeof(float) * (((size_t)2 * hd + kKeyBlock) * kQueries +
-                                      widened * hd)) != 0)
+  if (spark_scratch_get(
+          (void **)&buffer,
+          sizeof(float) *
+              (((size_t)2 * hd + kKeyBlock) * kQueries + widened * hd)) != 0)
     return -1;
   float *wide = buffer + ((size_t)2 * hd + kKeyBlock) * kQueries;
   float *qt = buffer, *ot = buffer + (size_t)hd * kQueries,
@@ -252,7 +253,7 @@ static int tile_task(void *user_context, int task, uint8_t *closure) {
     const int head = g * group + i % group, t = t0 + i / group;
     spark_attention_store(j, head, t, ot + i, kQueries, total[i]);
   }
-  free(buffer);
+  spark_scratch_put(buffer);
   return 0;
 }
 
@@ -448,9 +449,8 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
   float *buffer = NULL;
   /* queries [kv][chunks][kTokenHeads][hd] (absent heads 0), sums of the
    * same shape, scores [kv][chunks][kTokenHeads][stride] */
-  if (posix_memalign((void **)&buffer, 64,
-                     sizeof(float) * (size_t)rows *
-                         (2 * (size_t)hd + stride)) != 0)
+  if (spark_scratch_get((void **)&buffer, sizeof(float) * (size_t)rows *
+                                              (2 * (size_t)hd + stride)) != 0)
     return -1;
   float *qs = buffer, *acc = qs + (size_t)rows * hd,
         *scores = acc + (size_t)rows * hd;
@@ -577,7 +577,7 @@ static int token_part_task(void *user_context, int task, uint8_t *closure) {
     largest[head] = top[r];
     total[head] = sum_of[r];
   }
-  free(buffer);
+  spark_scratch_put(buffer);
   return 0;
 }
 
@@ -636,14 +636,14 @@ static int token_attention(const attention_job *job) {
                : halide_do_par_for(NULL, attention_task, 0,
                                    job->kv_heads * job->n, (uint8_t *)job);
   const size_t floats = (size_t)job->n * tj.parts * tj.part_floats + job->hd;
-  if (posix_memalign((void **)&tj.partial, 64, sizeof(float) * floats) != 0)
+  if (spark_scratch_get((void **)&tj.partial, sizeof(float) * floats) != 0)
     return -1;
   int rc = halide_do_par_for(NULL, token_part_task, 0, job->n * tj.parts,
                              (uint8_t *)&tj);
   if (rc == 0)
     for (int t = 0; t < job->n; ++t)
       token_combine(&tj, t, tj.partial + floats - job->hd);
-  free(tj.partial);
+  spark_scratch_put(tj.partial);
   return rc;
 }
 

@@ -89,7 +89,7 @@ static uint16_t *to_bf16(const halide_buffer_t *x) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
   const float *xf = (const float *)x->host;
   uint16_t *xb = NULL;
-  if (posix_memalign((void **)&xb, 64, (size_t)(T > 0 ? T : 1) * K * 2) != 0)
+  if (spark_scratch_get((void **)&xb, (size_t)(T > 0 ? T : 1) * K * 2) != 0)
     return NULL;
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < K; k += 32) {
@@ -118,8 +118,8 @@ static float *to_bf16_pairs(const halide_buffer_t *x) {
   const int K = x->dim[0].extent, T = x->dim[1].extent, xs = x->dim[1].stride;
   const float *xf = (const float *)x->host;
   float *to = NULL;
-  if (posix_memalign((void **)&to, 64,
-                     (size_t)(T > 0 ? T : 1) * K * sizeof(float)) != 0)
+  if (spark_scratch_get((void **)&to,
+                        (size_t)(T > 0 ? T : 1) * K * sizeof(float)) != 0)
     return NULL;
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < K; k += 32) {
@@ -525,8 +525,8 @@ static int run_bf16(const halide_buffer_t *x, bf16_job *job) {
   int rc = halide_do_par_for(
       NULL, job->codes ? w8_rows_task : bf16_rows_task, 0,
       (job->N + job->rows_per_task - 1) / job->rows_per_task, (uint8_t *)job);
-  free(xb);
-  free(xf);
+  spark_scratch_put(xb);
+  spark_scratch_put(xf);
   spark_free_int16(&in);
   return rc;
 }

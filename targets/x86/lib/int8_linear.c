@@ -642,9 +642,9 @@ w4a8_lane_tile(const int8_job *job, const lane_block *block, int n, int rows,
 static int w4a8_lanes(const int8_job *job, int n0, int n1) {
   const size_t groups = (size_t)(job->K / kGroup);
   lane_block block;
-  block.codes = (uint32_t *)aligned_alloc(
-      64, groups * 16 * kLaneBlock * sizeof(uint32_t) +
-              groups * kLaneBlock * sizeof(float));
+  block.codes = (uint32_t *)spark_scratch_alloc(
+      groups * 16 * kLaneBlock * sizeof(uint32_t) +
+      groups * kLaneBlock * sizeof(float));
   if (!block.codes)
     return -1;
   block.scales = (float *)(block.codes + groups * 16 * kLaneBlock);
@@ -687,7 +687,7 @@ static int w4a8_lanes(const int8_job *job, int n0, int n1) {
       break;
     }
   }
-  free(block.codes);
+  spark_scratch_put(block.codes);
   return 0;
 }
 
@@ -1248,12 +1248,12 @@ static int run_int8(halide_buffer_t *x, float input_scale, int8_job *job,
   const int K = job->K, T = job->T, groups = K / kGroup;
   const size_t tokens = (size_t)(T > 0 ? T : 1);
   uint8_t *codes = NULL;
-  float *token_scales = (float *)malloc(sizeof(float) * tokens);
-  int32_t *group_sums =
-      (int32_t *)malloc(sizeof(int32_t) * tokens * (groups > 0 ? groups : 1));
+  float *token_scales = (float *)spark_scratch_alloc(sizeof(float) * tokens);
+  int32_t *group_sums = (int32_t *)spark_scratch_alloc(
+      sizeof(int32_t) * tokens * (groups > 0 ? groups : 1));
   int rc = -1;
   if (token_scales && group_sums &&
-      posix_memalign((void **)&codes, 128, tokens * (size_t)K) == 0) {
+      spark_scratch_get((void **)&codes, tokens * (size_t)K) == 0) {
     for (int t = 0; t < T; ++t)
       token_scales[t] = spark_quantize_row_avx512(
           (const float *)x->host + (size_t)t * x->dim[1].stride, K, input_scale,
@@ -1265,9 +1265,9 @@ static int run_int8(halide_buffer_t *x, float input_scale, int8_job *job,
                            (job->N + kRowsPerTask - 1) / kRowsPerTask,
                            (uint8_t *)job);
   }
-  free(codes);
-  free(token_scales);
-  free(group_sums);
+  spark_scratch_put(codes);
+  spark_scratch_put(token_scales);
+  spark_scratch_put(group_sums);
   return rc;
 }
 

@@ -134,7 +134,7 @@ int spark_avx512_linear_w4a16(halide_buffer_t *x, halide_buffer_t *w,
                 scales->dim[1].stride};
   int rc = halide_do_par_for(
       NULL, w4_task, 0, (N + kRowsPerTask - 1) / kRowsPerTask, (uint8_t *)&job);
-  free(reordered);
-  free(sums);
+  spark_scratch_put(reordered);
+  spark_scratch_put(sums);
   return rc;
 }

@@ -76,11 +76,12 @@ static int attention_task(void *user_context, int task, uint8_t *closure) {
   const int hd = j->hd, group = j->group, keys = j->cached + j->n;
   const int32_t query = j->pos0 + t;
   /* scores [group][keys], then the head accumulators [group][hd] */
-  float *scores = (float *)malloc(sizeof(float) * ((size_t)group * keys + 8));
+  float *scores =
+      (float *)spark_scratch_alloc(sizeof(float) * ((size_t)group * keys + 8));
   float *acc = NULL;
   if (!scores ||
-      posix_memalign((void **)&acc, 32, sizeof(float) * group * hd) != 0) {
-    free(scores);
+      spark_scratch_get((void **)&acc, sizeof(float) * group * hd) != 0) {
+    spark_scratch_put(scores);
     return -1;
   }
   const float lowest = -3.0e38f;
@@ -160,8 +161,8 @@ static int attention_task(void *user_context, int task, uint8_t *closure) {
     const int head = g * group + h;
     spark_attention_store(j, head, t, acc + h * hd, 1, denominator[h]);
   }
-  free(scores);
-  free(acc);
+  spark_scratch_put(scores);
+  spark_scratch_put(acc);
   return 0;
 }
 

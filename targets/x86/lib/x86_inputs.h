@@ -30,7 +30,7 @@ static inline float spark_round_input(float v, int rounding) {
  * each group holds its even-index inputs, then its odd-index ones (the low
  * and high nibbles of group / 2 weight bytes), and *sums ([T][K / group])
  * receives each group's sum; with group == 0, sums is not touched. Returns 0,
- * or -1 with nothing allocated. Free both with free(). */
+ * or -1 with nothing allocated. Free both with spark_scratch_put(). */
 static inline int spark_prepare_inputs(const halide_buffer_t *x, int rounding,
                                        int group, float **inputs,
                                        float **sums) {
@@ -38,15 +38,15 @@ static inline int spark_prepare_inputs(const halide_buffer_t *x, int rounding,
   const int groups = group > 0 ? K / group : 0;
   *inputs = NULL;
   if (group > 0) {
-    *sums = (float *)malloc(sizeof(float) * (size_t)(T > 0 ? T : 1) *
-                            (groups > 0 ? groups : 1));
+    *sums = (float *)spark_scratch_alloc(
+        sizeof(float) * (size_t)(T > 0 ? T : 1) * (groups > 0 ? groups : 1));
     if (!*sums)
       return -1;
   }
-  if (posix_memalign((void **)inputs, 64,
-                     sizeof(float) * (size_t)(T > 0 ? T : 1) * K) != 0) {
+  if (spark_scratch_get((void **)inputs,
+                        sizeof(float) * (size_t)(T > 0 ? T : 1) * K) != 0) {
     if (group > 0)
-      free(*sums);
+      spark_scratch_put(*sums);
     *inputs = NULL;
     return -1;
   }
@@ -81,10 +81,10 @@ typedef struct spark_int16_inputs {
 } spark_int16_inputs;
 
 static inline void spark_free_int16(spark_int16_inputs *in) {
-  free(in->values);
-  free(in->scales);
-  free(in->sums);
-  free(in->bytes);
+  spark_scratch_put(in->values);
+  spark_scratch_put(in->scales);
+  spark_scratch_put(in->sums);
+  spark_scratch_put(in->bytes);
   in->values = NULL;
   in->scales = in->sums = NULL;
   in->bytes = NULL;
@@ -99,12 +99,12 @@ static inline int spark_alloc_int16(spark_int16_inputs *in, size_t cells,
   in->values = NULL;
   in->scales = in->sums = NULL;
   in->bytes = NULL;
-  if (posix_memalign((void **)&in->scales, 64, sizeof(float) * cells) != 0 ||
+  if (spark_scratch_get((void **)&in->scales, sizeof(float) * cells) != 0 ||
       (four_bit &&
-       (posix_memalign((void **)&in->sums, 64, sizeof(float) * cells) != 0 ||
-        posix_memalign((void **)&in->bytes, 64, cells * 2 * G) != 0)) ||
-      (!four_bit && posix_memalign((void **)&in->values, 64,
-                                   cells * G * sizeof(int16_t)) != 0)) {
+       (spark_scratch_get((void **)&in->sums, sizeof(float) * cells) != 0 ||
+        spark_scratch_get((void **)&in->bytes, cells * 2 * G) != 0)) ||
+      (!four_bit && spark_scratch_get((void **)&in->values,
+                                      cells * G * sizeof(int16_t)) != 0)) {
     spark_free_int16(in);
     return -1;
   }
@@ -130,12 +130,12 @@ static inline int spark_prepare_int16(const halide_buffer_t *x, int rounding,
   if (spark_prepare_inputs(x, rounding, four_bit ? G : 0, &inputs, &sums) != 0)
     return -1;
   in->sums = sums;
-  if (posix_memalign((void **)&in->values, 64, sizeof(int16_t) * tokens * K) !=
+  if (spark_scratch_get((void **)&in->values, sizeof(int16_t) * tokens * K) !=
           0 ||
-      posix_memalign((void **)&in->scales, 64, sizeof(float) * cells) != 0 ||
+      spark_scratch_get((void **)&in->scales, sizeof(float) * cells) != 0 ||
       (four_bit &&
-       posix_memalign((void **)&in->bytes, 64, tokens * K * 2) != 0)) {
-    free(inputs);
+       spark_scratch_get((void **)&in->bytes, tokens * K * 2) != 0)) {
+    spark_scratch_put(inputs);
     spark_free_int16(in);
     return -1;
   }
@@ -151,7 +151,7 @@ static inline int spark_prepare_int16(const halide_buffer_t *x, int rounding,
       in->bytes[c * 2 * G + G + i] = (uint8_t)((uint16_t)q[i] >> 8);
     }
   }
-  free(inputs);
+  spark_scratch_put(inputs);
   return 0;
 }
 
