@@ -461,14 +461,17 @@ class EndToEnd(unittest.TestCase):
         self.snr_of_build(["--kv-cache=bf16"], "mini-kv-bf16", 48.0)
         self.snr_of_build(["--kv-cache=f16"], "mini-kv-f16", 65.0)
 
-    def test_half_caches_kernel_matches_halide(self):
+    def test_half_caches_kernels_agree(self):
         """16-bit caches: the AVX-512 attention kernel (avx512_attention.c,
-        the avx512 variant) against Halide's attention kernel, which the avx2
-        variant runs for bf16 and f16 caches (its own kernel takes f32 ones),
-        on a 150-token prompt in chunks of 64 (the prefill tiles) and of 5
-        (the per-token path, cached and in-chunk keys in one range), then 4
-        decode steps over the cached prompt. The same rounded caches on both
-        sides; a kernel that misread them would give ~0 dB."""
+        the avx512 variant) against the AVX2 one (x86_attention.h, the avx2
+        variant: one task per key / value head and token, each cache row
+        widened on its own), two independent kernels, each checked against
+        the definition in X86AttentionTest; on a 150-token prompt in chunks
+        of 64 (the prefill tiles) and of 5 (the per-token path, cached and
+        in-chunk keys in one range), then 4 decode steps over the cached
+        prompt. The same rounded caches on both sides; a kernel that misread
+        them would give ~0 dB. (Halide's attention on 16-bit caches, which no
+        x86 variant runs any more, is test_cross.py's Hexagon case.)"""
         with open("/proc/cpuinfo") as f:
             if "avx512f" not in f.read().split():
                 print("[SKIP] this CPU cannot run the avx512 variant (no avx512f)")
@@ -491,7 +494,7 @@ class EndToEnd(unittest.TestCase):
                 error = logits["avx512"] - logits["avx2"]
                 between = 10 * np.log10((logits["avx2"] ** 2).sum() /
                                         max((error ** 2).sum(), 1e-30))
-                print("%s caches, avx512 vs Halide attention, chunks of %d, 4 decode steps: "
+                print("%s caches, avx512 vs avx2 attention, chunks of %d, 4 decode steps: "
                       "logits SNR %.1f dB" % (cache, chunk, between))
                 self.assertGreaterEqual(between, 60.0)
 

@@ -233,9 +233,11 @@ std::string caseName(const ::testing::TestParamInfo<Case> &info) {
 // last shorter); with a window of 100 on a linear cache, all but the last of
 // them see no key. At 9000, into its most ranges (32 of 288 keys). bf16 and f16
 // caches: decode, a short chunk (the cache's rows and the chunk's f32 rows in
-// one key range) and prefill tiles. A short chunk on a wrapped ring (3
-// tokens at 130, f32): the ring's oldest slots lie outside the last token's
-// window, the runs of slots it sees end at the ring's newest slot.
+// one key range) and prefill tiles; on the AVX2 kernel (rows widened per
+// task) decode, chunks on a ring and a windowed linear cache. A short chunk on
+// a wrapped ring (3 tokens at 130, f32): the ring's oldest slots lie outside
+// the last token's window, the runs of slots it sees end at the ring's newest
+// slot.
 INSTANTIATE_TEST_SUITE_P(
     X86, X86Attention,
     ::testing::Values(Case{"avx2", 1, 30, 0}, Case{"avx2", 17, 130, 1},
@@ -252,7 +254,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"avx512", 1, 3000, 0, 2, 0, "bf16"},
                       Case{"avx512", 5, 130, 1, 2, 0, "f16"},
                       Case{"avx512", 17, 130, 1, 2, 0, "bf16"},
-                      Case{"avx512", 70, 130, 0, 2, 0, "f16"}),
+                      Case{"avx512", 70, 130, 0, 2, 0, "f16"},
+                      Case{"avx2", 1, 3000, 0, 2, 0, "bf16"},
+                      Case{"avx2", 5, 130, 1, 2, 0, "f16"},
+                      Case{"avx2", 17, 130, 1, 2, 0, "bf16"},
+                      Case{"avx2", 3, 3000, 0, 2, 100, "f16"}),
     caseName);
 
 } // namespace

@@ -663,10 +663,6 @@ int main(int argc, char **argv) {
                   "model libraries take " + variantName(cpu) + ")");
     variant = *it;
   }
-  if (variant == Variant::Avx2 && attentionCache != "f32" && !depths.empty())
-    return fail("--attention-cache=" + attentionCache +
-                ": the x86-avx2 variant's attention kernel takes f32 caches "
-                "only (its builds run Halide's for 16-bit ones)");
   if (variant == Variant::None)
     return fail("this CPU has no AVX2, FMA and F16C: there are no x86 matrix "
                 "kernels to measure");

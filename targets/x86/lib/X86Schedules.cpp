@@ -72,28 +72,28 @@ bool isBF16Prefill(const KernelSpec &spec) {
          spec.weightType == DType::BF16;
 }
 
-/// Whether an x86 attention microkernel takes `spec`: f32 caches, head_dim
-/// a multiple of 8, up to 16 query heads per key / value head; with
-/// `halfCaches` (avx512_attention.c) also bf16 and f16 caches where its
-/// decode and prefill tasks both take the shape (head_dim a multiple of 64,
-/// a query-head group dividing 64, at most 64 query rows of 4-head chunks;
-/// its f32-only fallback takes the others).
-bool attentionFits(const KernelSpec &spec, bool halfCaches) {
+/// Whether an x86 attention microkernel takes `spec`: head_dim a multiple of
+/// 8, up to 16 query heads per key / value head, f32, bf16 or f16 caches.
+/// The AVX2 kernel (avx2_attention.c) takes every such shape; the AVX-512
+/// one (avx512_attention.c, `tiles`) takes 16-bit caches where its decode
+/// and prefill tasks both take the shape (head_dim a multiple of 64, a
+/// query-head group dividing 64, at most 64 query rows of 4-head chunks).
+bool attentionFits(const KernelSpec &spec, bool tiles) {
   if (!(spec.headDim % 8 == 0 && spec.kvHeads > 0 &&
         spec.heads % spec.kvHeads == 0 && spec.heads / spec.kvHeads <= 16))
     return false;
   if (spec.weightType == DType::F32)
     return true;
+  if (!(spec.weightType == DType::BF16 || spec.weightType == DType::F16))
+    return false;
   const int64_t group = spec.heads / spec.kvHeads;
-  return halfCaches &&
-         (spec.weightType == DType::BF16 || spec.weightType == DType::F16) &&
-         spec.headDim % 64 == 0 && 64 % group == 0 &&
-         spec.kvHeads * ((group + 3) / 4) * 4 <= 64;
+  return !tiles || (spec.headDim % 64 == 0 && 64 % group == 0 &&
+                    spec.kvHeads * ((group + 3) / 4) * 4 <= 64);
 }
 
 /// The AVX2 variant's matrix kernels: every quantized scheme and bf16
-/// weights, decode and prefill (avx2_linear.c); and attention with f32
-/// caches, all query heads of a key/value head in one task
+/// weights, decode and prefill (avx2_linear.c); and attention with f32,
+/// bf16 or f16 caches, all query heads of a key/value head in one task
 /// (avx2_attention.c).
 const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
   static const std::vector<const char *> flags = {"-mavx2", "-mfma", "-mf16c"};
@@ -113,7 +113,7 @@ const Microkernel *avx2MicrokernelFor(const KernelSpec &spec) {
                                    flags};
   static const Microkernel attention = {"spark_avx2_attention",
                                         "avx2_attention.c",
-                                        {"-mavx2", "-mfma"},
+                                        {"-mavx2", "-mfma", "-mf16c"},
                                         attentionMicrokernelArguments};
   if (spec.kind == KernelKind::Attention)
     return attentionFits(spec, false) ? &attention : nullptr;

@@ -5,9 +5,11 @@
  * per token, not once per query head.
  *
  * The function and the job: attention_job.h (targets/common/lib). The task
- * here takes f32 caches only. Scores are computed in one pass over the keys,
- * their largest subtracted before exp, the values summed in a second pass.
- * Needs hd % 8 == 0 and AVX2 + FMA (the including file's flags). */
+ * takes f32 caches and 16-bit ones (each row widened to f32 once per task
+ * and pass, shared by the group's query heads; needs F16C). Scores are computed
+ * in one pass over the keys, their largest subtracted before exp, the values
+ * summed in a second pass. Needs hd % 8 == 0 and AVX2 + FMA (the including
+ * file's flags). */
 #ifndef SPARK_TARGETS_X86_ATTENTION_H
 #define SPARK_TARGETS_X86_ATTENTION_H
 
@@ -62,11 +64,32 @@ static inline void prefetch_row(const attention_job *j, int cache_key, int g,
                                 int m, int keys) {
   if (m + SPARK_ATTENTION_AHEAD >= keys)
     return;
-  int32_t position;
-  const char *row = (const char *)key_row(j, cache_key, g,
-                                          m + SPARK_ATTENTION_AHEAD, &position);
-  for (int b = 0; b < j->hd * 4; b += 64)
+  int type;
+  const char *row =
+      (const char *)slot_row(j, cache_key, g, m + SPARK_ATTENTION_AHEAD, &type);
+  const int bytes = j->hd * (type == kCacheF32 ? 4 : 2);
+  for (int b = 0; b < bytes; b += 64)
     _mm_prefetch(row + b, SPARK_ATTENTION_HINT);
+}
+
+/* Key or value row m of head g as f32: the row itself, or a 16-bit cache
+ * row widened into `wide` (hd floats, 32-byte aligned): bf16 by a shift,
+ * f16 by vcvtph2ps (F16C). */
+static inline const float *f32_row(const attention_job *j, int cache_key, int g,
+                                   int m, float *wide) {
+  int type;
+  const void *row = slot_row(j, cache_key, g, m, &type);
+  if (type == kCacheF32)
+    return (const float *)row;
+  const uint16_t *h = (const uint16_t *)row;
+  for (int d = 0; d < j->hd; d += 8) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)(h + d));
+    _mm256_store_ps(wide + d, type == kCacheBF16
+                                  ? _mm256_castsi256_ps(_mm256_slli_epi32(
+                                        _mm256_cvtepu16_epi32(x), 16))
+                                  : _mm256_cvtph_ps(x));
+  }
+  return wide;
 }
 
 static int attention_task(void *user_context, int task, uint8_t *closure) {
@@ -75,12 +98,13 @@ static int attention_task(void *user_context, int task, uint8_t *closure) {
   const int g = task % j->kv_heads, t = task / j->kv_heads;
   const int hd = j->hd, group = j->group, keys = j->cached + j->n;
   const int32_t query = j->pos0 + t;
-  /* scores [group][keys], then the head accumulators [group][hd] */
+  /* scores [group][keys], then the head accumulators [group][hd] and a
+   * 16-bit cache row widened to f32 */
   float *scores =
       (float *)spark_scratch_alloc(sizeof(float) * ((size_t)group * keys + 8));
   float *acc = NULL;
   if (!scores ||
-      spark_scratch_get((void **)&acc, sizeof(float) * group * hd) != 0) {
+      spark_scratch_get((void **)&acc, sizeof(float) * (group + 1) * hd) != 0) {
     spark_scratch_put(scores);
     return -1;
   }
@@ -88,13 +112,14 @@ static int attention_task(void *user_context, int task, uint8_t *closure) {
   float largest[16];
   for (int h = 0; h < group; ++h)
     largest[h] = lowest;
+  float *wide = acc + (size_t)group * hd;
   for (int m = 0; m < keys; ++m) {
-    int32_t position;
-    const float *key = key_row(j, 1, g, m, &position);
+    const int32_t position = key_position(j, m);
     prefetch_row(j, 1, g, m, keys);
     int seen = position <= query;
     if (j->window > 0)
       seen = seen && position > query - j->window;
+    const float *key = seen ? f32_row(j, 1, g, m, wide) : NULL;
     for (int h = 0; h < group; ++h) {
       if (!seen) {
         scores[(size_t)h * keys + m] = lowest;
@@ -143,13 +168,14 @@ static int attention_task(void *user_context, int task, uint8_t *closure) {
       acc[h * hd + d] = 0.0f;
   }
   for (int m = 0; m < keys; ++m) {
-    int32_t position;
-    const float *value = key_row(j, 0, g, m, &position);
     prefetch_row(j, 0, g, m, keys);
+    const float *value = NULL;
     for (int h = 0; h < group; ++h) {
       const float w = scores[(size_t)h * keys + m];
       if (w == 0.0f)
         continue;
+      if (!value)
+        value = f32_row(j, 0, g, m, wide);
       const __m256 wv = _mm256_set1_ps(w);
       float *a = acc + h * hd;
       for (int d = 0; d < hd; d += 8)
