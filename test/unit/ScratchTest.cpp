@@ -86,14 +86,14 @@ TEST(Scratch, LargeBlocksAreNotKept) {
 
 TEST(Scratch, FullCacheKeepsTheLargerBlocks) {
   releaseAll();
-  void *blocks[kSparkScratchSlots];
+  // A ninth block of the same size is freed; a larger one takes the place
+  // of a 4 KiB one.
+  void *blocks[kSparkScratchSlots + 1];
   for (void *&block : blocks)
     ASSERT_EQ(spark_scratch_get(&block, 4096), 0);
   for (void *block : blocks)
     spark_scratch_put(block);
   EXPECT_EQ(keptBlocks(), kSparkScratchSlots);
-  // A ninth block of the same size is freed; a larger one takes the place
-  // of a 4 KiB one.
   void *extra = nullptr, *larger = nullptr, *got = nullptr;
   ASSERT_EQ(spark_scratch_get(&extra, 8192), 0);
   ASSERT_EQ(spark_scratch_get(&larger, 8192), 0);

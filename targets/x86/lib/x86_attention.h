@@ -114,11 +114,8 @@ static int attention_task(void *user_context, int task, uint8_t *closure) {
     largest[h] = lowest;
   float *wide = acc + (size_t)group * hd;
   for (int m = 0; m < keys; ++m) {
-    const int32_t position = key_position(j, m);
     prefetch_row(j, 1, g, m, keys);
-    int seen = position <= query;
-    if (j->window > 0)
-      seen = seen && position > query - j->window;
+    const int seen = key_seen(j, m, query);
     const float *key = seen ? f32_row(j, 1, g, m, wide) : NULL;
     for (int h = 0; h < group; ++h) {
       if (!seen) {
