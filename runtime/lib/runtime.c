@@ -65,6 +65,21 @@ struct spark_session {
   int32_t last_row; /* row of logits holding the last token */
 };
 
+/* A sampler's tokens are kept in buckets of probability: the top 12 bits
+ * of a probability's float bits (sign 0, the 8 exponent bits, 4 of the
+ * mantissa). The bit patterns of non-negative floats order as their values
+ * do, so every probability of a bucket is larger than every one of a lower
+ * bucket, and the tokens in descending probability are the buckets from
+ * the highest down, each sorted on its own. */
+enum { kSamplerBucketShift = 19, kSamplerBuckets = 1 << (31 - 19) };
+
+typedef struct sampler_bucket {
+  int32_t count, start; /* its tokens: order[start, start + count) */
+  int32_t next;         /* while the tokens are placed */
+  int32_t sorted;
+  double mass;
+} sampler_bucket;
+
 struct spark_sampler {
   spark_sampler_params params;
   int32_t vocab;
@@ -72,6 +87,7 @@ struct spark_sampler {
   float *probs;
   int32_t *order;
   int32_t *scratch;
+  sampler_bucket *buckets; /* [kSamplerBuckets] */
 };
 
 const char *spark_status_string(spark_status status) {
@@ -961,7 +977,8 @@ spark_status spark_sampler_create(const spark_sampler_params *params,
   s->probs = malloc((size_t)vocab_size * sizeof(float));
   s->order = malloc((size_t)vocab_size * sizeof(int32_t));
   s->scratch = malloc((size_t)vocab_size * sizeof(int32_t));
-  if (!s->probs || !s->order || !s->scratch) {
+  s->buckets = malloc(kSamplerBuckets * sizeof(sampler_bucket));
+  if (!s->probs || !s->order || !s->scratch || !s->buckets) {
     spark_sampler_destroy(s);
     return SPARK_ERROR_OUT_OF_MEMORY;
   }
@@ -975,6 +992,7 @@ void spark_sampler_destroy(spark_sampler *sampler) {
   free(sampler->probs);
   free(sampler->order);
   free(sampler->scratch);
+  free(sampler->buckets);
   free(sampler);
 }
 
@@ -1006,6 +1024,23 @@ static void sort_by_probability(int32_t *order, int32_t *scratch, int32_t n,
   }
 }
 
+/* The bucket of a probability p >= 0. */
+static inline int probability_bucket(float p) {
+  uint32_t bits;
+  memcpy(&bits, &p, sizeof(bits));
+  return (int)(bits >> kSamplerBucketShift);
+}
+
+/* Bucket b's tokens in descending probability (ties: lower id first), once
+ * per draw. */
+static void sort_bucket(spark_sampler *s, int b) {
+  sampler_bucket *bucket = &s->buckets[b];
+  if (!bucket->sorted)
+    sort_by_probability(s->order + bucket->start, s->scratch, bucket->count,
+                        s->probs);
+  bucket->sorted = 1;
+}
+
 spark_status spark_sampler_sample(spark_sampler *s, const float *logits,
                                   int32_t *out_token) {
   if (!s || !logits || !out_token)
@@ -1013,12 +1048,15 @@ spark_status spark_sampler_sample(spark_sampler *s, const float *logits,
   /* -inf is a masked token (a grammar); NaN or +inf is a broken row, and a
    * row with nothing left is an error too, never "token 0". */
   int32_t best = -1;
+  float largest = -INFINITY; /* the largest logit, held in a register */
   for (int32_t i = 0; i < s->vocab; ++i) {
-    float x = logits[i];
-    if (isnan(x) || (isinf(x) && x > 0))
+    const float x = logits[i];
+    if (isnan(x) || x == INFINITY)
       return SPARK_ERROR_INVALID_ARGUMENT;
-    if (x != -INFINITY && (best < 0 || x > logits[best]))
+    if (x > largest) {
+      largest = x;
       best = i;
+    }
   }
   if (best < 0)
     return SPARK_ERROR_INVALID_ARGUMENT;
@@ -1029,34 +1067,78 @@ spark_status spark_sampler_sample(spark_sampler *s, const float *logits,
   double total = 0.0;
   for (int32_t i = 0; i < s->vocab; ++i) {
     s->probs[i] = expf((logits[i] - logits[best]) / s->params.temperature);
-    s->order[i] = i;
     total += s->probs[i];
   }
-  for (int32_t i = 0; i < s->vocab; ++i)
+  sampler_bucket *buckets = s->buckets;
+  memset(buckets, 0, kSamplerBuckets * sizeof(sampler_bucket));
+  for (int32_t i = 0; i < s->vocab; ++i) {
     s->probs[i] = (float)(s->probs[i] / total);
-  sort_by_probability(s->order, s->scratch, s->vocab, s->probs);
-  int32_t keep = s->vocab;
-  if (s->params.top_k > 0 && s->params.top_k < keep)
-    keep = s->params.top_k;
-  double mass = 0.0;
-  for (int32_t i = 0; i < keep; ++i) {
-    mass += s->probs[s->order[i]];
-    if (mass >= s->params.top_p) {
-      keep = i + 1;
+    sampler_bucket *b = &buckets[probability_bucket(s->probs[i])];
+    b->count += 1;
+    b->mass += s->probs[i];
+  }
+  int32_t placed = 0;
+  for (int b = kSamplerBuckets - 1; b >= 0; --b) {
+    buckets[b].start = buckets[b].next = placed;
+    placed += buckets[b].count;
+  }
+  for (int32_t i = 0; i < s->vocab; ++i)
+    s->order[buckets[probability_bucket(s->probs[i])].next++] = i;
+
+  /* The kept tokens: the first of the descending order, at most top_k of
+   * them, and no more than the first whose running mass reaches top_p. A
+   * bucket that cannot hold the end is passed whole (its count and mass). */
+  const int32_t most = s->params.top_k > 0 && s->params.top_k < s->vocab
+                           ? s->params.top_k
+                           : s->vocab;
+  const double top_p = (double)s->params.top_p;
+  int32_t keep = 0;
+  double kept = 0.0;
+  int found = 0;
+  for (int b = kSamplerBuckets - 1; b >= 0 && !found; --b) {
+    const sampler_bucket *bucket = &buckets[b];
+    if (bucket->count == 0)
+      continue;
+    if (keep + bucket->count < most && kept + bucket->mass < top_p) {
+      keep += bucket->count;
+      kept += bucket->mass;
+      continue;
+    }
+    sort_bucket(s, b);
+    for (int32_t j = 0; j < bucket->count && !found; ++j) {
+      kept += s->probs[s->order[bucket->start + j]];
+      found = ++keep == most || kept >= top_p;
+    }
+  }
+
+  /* The draw: the first kept token whose running mass passes u. */
+  double u = (double)(next_random(&s->state) >> 11) * 0x1.0p-53 * kept;
+  int32_t passed = 0;
+  for (int b = kSamplerBuckets - 1; b >= 0 && passed < keep; --b) {
+    const sampler_bucket *bucket = &buckets[b];
+    if (bucket->count == 0)
+      continue;
+    if (passed + bucket->count <= keep && u >= bucket->mass) {
+      passed += bucket->count;
+      u -= bucket->mass;
+      continue;
+    }
+    sort_bucket(s, b);
+    for (int32_t j = 0; j < bucket->count && passed < keep; ++j, ++passed) {
+      u -= s->probs[s->order[bucket->start + j]];
+      if (u < 0.0) {
+        *out_token = s->order[bucket->start + j];
+        return SPARK_OK;
+      }
+    }
+  }
+  /* rounding left u at or above 0: the last kept token */
+  for (int b = 0; b < kSamplerBuckets; ++b)
+    if (buckets[b].count > 0 && buckets[b].start <= keep - 1 &&
+        keep - 1 < buckets[b].start + buckets[b].count) {
+      sort_bucket(s, b);
       break;
     }
-  }
-  double kept = 0.0;
-  for (int32_t i = 0; i < keep; ++i)
-    kept += s->probs[s->order[i]];
-  double u = (double)(next_random(&s->state) >> 11) * 0x1.0p-53 * kept;
-  for (int32_t i = 0; i < keep; ++i) {
-    u -= s->probs[s->order[i]];
-    if (u < 0.0) {
-      *out_token = s->order[i];
-      return SPARK_OK;
-    }
-  }
   *out_token = s->order[keep - 1];
   return SPARK_OK;
 }
