@@ -1064,9 +1064,14 @@ spark_status spark_sampler_sample(spark_sampler *s, const float *logits,
     *out_token = best;
     return SPARK_OK;
   }
+  /* expf of anything below -104 is 0 (e^-104 is under half the smallest
+   * subnormal float); glibc's expf reaches that 0 through its underflow
+   * path (errno), about 40 ns a token: milliseconds for a vocabulary whose
+   * tail underflows. */
   double total = 0.0;
   for (int32_t i = 0; i < s->vocab; ++i) {
-    s->probs[i] = expf((logits[i] - logits[best]) / s->params.temperature);
+    const float z = (logits[i] - logits[best]) / s->params.temperature;
+    s->probs[i] = z < -104.0f ? 0.0f : expf(z);
     total += s->probs[i];
   }
   sampler_bucket *buckets = s->buckets;
@@ -1087,7 +1092,11 @@ spark_status spark_sampler_sample(spark_sampler *s, const float *logits,
 
   /* The kept tokens: the first of the descending order, at most top_k of
    * them, and no more than the first whose running mass reaches top_p. A
-   * bucket that cannot hold the end is passed whole (its count and mass). */
+   * bucket is sorted only if the end may lie inside it: its mass reaches
+   * top_p, or top_k ends before its last token. Otherwise it is passed
+   * whole (its count and mass), the last one too when it ends at top_k or
+   * at the vocabulary's end (the tail of tokens whose probabilities
+   * underflowed to 0 is one large bucket). */
   const int32_t most = s->params.top_k > 0 && s->params.top_k < s->vocab
                            ? s->params.top_k
                            : s->vocab;
@@ -1099,9 +1108,10 @@ spark_status spark_sampler_sample(spark_sampler *s, const float *logits,
     const sampler_bucket *bucket = &buckets[b];
     if (bucket->count == 0)
       continue;
-    if (keep + bucket->count < most && kept + bucket->mass < top_p) {
+    if (keep + bucket->count <= most && kept + bucket->mass < top_p) {
       keep += bucket->count;
       kept += bucket->mass;
+      found = keep == most;
       continue;
     }
     sort_bucket(s, b);
