@@ -1104,10 +1104,12 @@ spark_status spark_sampler_sample(spark_sampler *s, const float *logits,
   int32_t keep = 0;
   double kept = 0.0;
   int found = 0;
+  int last = 0; /* the bucket of the last kept token */
   for (int b = kSamplerBuckets - 1; b >= 0 && !found; --b) {
     const sampler_bucket *bucket = &buckets[b];
     if (bucket->count == 0)
       continue;
+    last = b;
     if (keep + bucket->count <= most && kept + bucket->mass < top_p) {
       keep += bucket->count;
       kept += bucket->mass;
@@ -1142,13 +1144,7 @@ spark_status spark_sampler_sample(spark_sampler *s, const float *logits,
       }
     }
   }
-  /* rounding left u at or above 0: the last kept token */
-  for (int b = 0; b < kSamplerBuckets; ++b)
-    if (buckets[b].count > 0 && buckets[b].start <= keep - 1 &&
-        keep - 1 < buckets[b].start + buckets[b].count) {
-      sort_bucket(s, b);
-      break;
-    }
+  sort_bucket(s, last); /* rounding left u at or above 0: the last kept */
   *out_token = s->order[keep - 1];
   return SPARK_OK;
 }
