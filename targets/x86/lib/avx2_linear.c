@@ -464,18 +464,20 @@ w4a8_group(const uint8_t *row, const int8_t *x, int g, const int G) {
   const uint8_t *line = row + (size_t)g * (G / 2);
   prefetch_group(line, g, G);
   const int8_t *xg = x + (size_t)g * G;
-  __m128i part = _mm_setzero_si128();
+  /* two chains, each lane up to 4 pair sums of 2 x 15 x 127 */
+  __m128i part_even = _mm_setzero_si128(), part_odd = part_even;
   for (int q = 0; q < G / 32; ++q) {
     __m128i even, odd;
     nibbles16(line + 16 * q, &even, &odd);
     const int8_t *c = xg + 16 * q;
-    part = _mm_add_epi16(
-        part, _mm_add_epi16(
-                  _mm_maddubs_epi16(even, _mm_load_si128((const __m128i *)c)),
-                  _mm_maddubs_epi16(
-                      odd, _mm_load_si128((const __m128i *)(c + G / 2)))));
+    part_even = _mm_add_epi16(
+        part_even, _mm_maddubs_epi16(even, _mm_load_si128((const __m128i *)c)));
+    part_odd = _mm_add_epi16(
+        part_odd,
+        _mm_maddubs_epi16(odd, _mm_load_si128((const __m128i *)(c + G / 2))));
   }
-  return _mm_cvtepi32_ps(_mm_madd_epi16(part, ones));
+  return _mm_cvtepi32_ps(
+      _mm_madd_epi16(_mm_add_epi16(part_even, part_odd), ones));
 }
 
 /* One token against one 4-bit row, G and a8 (w4a8, else w4a16) constant
