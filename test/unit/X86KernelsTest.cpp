@@ -8,6 +8,9 @@
 // rest), two row tasks with a partial one, strided inputs and outputs. The
 // sets:
 //   avx2:       targets/x86/lib/avx2_linear.c (every scheme)
+//   avx2_other_rows: its copy in X86Avx2Other.c, whose one-token rows are
+//               the ones avx2 does not take on this CPU (128-bit rows on
+//               CPUs with 256-bit vector units, 256-bit ones on AMD Zen 1)
 //   avx512vnni: int8_linear.c (w8a8, w4a8), w4_linear.c (w4a16, f32 inputs)
 //   avx512vnni_int16: int8_linear.c (w4a16 with bf16/f16 inputs as int16;
 //               also rows that are not a multiple of its 4-row tiles)
@@ -59,6 +62,16 @@ SPARK_W8_KERNEL(spark_avx2_linear_w8a16)
 SPARK_W8_KERNEL(spark_avx2_linear_w8a16_xbf16)
 int spark_avx2_linear_bf16(halide_buffer_t *, halide_buffer_t *,
                            halide_buffer_t *);
+// avx2_linear.c with the other one-token rows (X86Avx2Other.c)
+SPARK_INT8_KERNEL(spark_avx2other_linear_w8a8)
+SPARK_INT8_KERNEL(spark_avx2other_linear_w4a8)
+SPARK_W4_KERNEL(spark_avx2other_linear_w4a16)
+SPARK_W4_KERNEL(spark_avx2other_linear_w4a16_xbf16)
+SPARK_W4_KERNEL(spark_avx2other_linear_w4a16_xf16)
+SPARK_W8_KERNEL(spark_avx2other_linear_w8a16)
+SPARK_W8_KERNEL(spark_avx2other_linear_w8a16_xbf16)
+int spark_avx2other_linear_bf16(halide_buffer_t *, halide_buffer_t *,
+                                halide_buffer_t *);
 SPARK_INT8_KERNEL(spark_vnni_linear_w8a8)
 SPARK_INT8_KERNEL(spark_vnni_linear_w4a8)
 SPARK_W4_KERNEL(spark_avx512_linear_w4a16)
@@ -165,6 +178,18 @@ const KernelSet kAvx2 = {
      spark_avx2_linear_w4a16_xf16},
     {spark_avx2_linear_w8a16, spark_avx2_linear_w8a16_xbf16},
     spark_avx2_linear_bf16,
+    0};
+const KernelSet kAvx2OtherRows = {
+    "avx2_other_rows",
+    cpuHasAvx2,
+    "AVX2, FMA and F16C",
+    spark_avx2other_linear_w8a8,
+    spark_avx2other_linear_w4a8,
+    {64, 128},
+    {spark_avx2other_linear_w4a16, spark_avx2other_linear_w4a16_xbf16,
+     spark_avx2other_linear_w4a16_xf16},
+    {spark_avx2other_linear_w8a16, spark_avx2other_linear_w8a16_xbf16},
+    spark_avx2other_linear_bf16,
     0};
 const KernelSet kAvx512Vnni = {"avx512vnni",
                                cpuHasAvx512Vnni,
@@ -881,21 +906,21 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(
     X86, Int8Kernels,
-    ::testing::Combine(::testing::Values(&kAvx2, &kAvx512Vnni,
+    ::testing::Combine(::testing::Values(&kAvx2, &kAvx2OtherRows, &kAvx512Vnni,
                                          &kAvx512VnniNoGfni),
                        kTokens),
     caseName);
 INSTANTIATE_TEST_SUITE_P(
     X86, W4A16Kernels,
-    ::testing::Combine(::testing::Values(&kAvx2, &kAvx512Vnni,
+    ::testing::Combine(::testing::Values(&kAvx2, &kAvx2OtherRows, &kAvx512Vnni,
                                          &kAvx512VnniInt16,
                                          &kAvx512VnniInt16Other),
                        kTokens),
     caseName);
 INSTANTIATE_TEST_SUITE_P(
     X86, WideKernels,
-    ::testing::Combine(::testing::Values(&kAvx2, &kAvx512BF16, &kAvx512BF16Fma,
-                                         &kAvx512BF16Dot),
+    ::testing::Combine(::testing::Values(&kAvx2, &kAvx2OtherRows, &kAvx512BF16,
+                                         &kAvx512BF16Fma, &kAvx512BF16Dot),
                        kTokens),
     caseName);
 

@@ -105,6 +105,7 @@ typedef struct avx2_job {
    * scales (zero points) to the next: dense rows, or grouped rows whose
    * scales and zero points follow each row's codes (spark_grouped_rows_fit) */
   int w_stride, s_stride;
+  int narrow; /* one token: the 128-bit rows (narrow_rows()) */
 } avx2_job;
 
 /* One token, grouped rows: the lines of row `row` after its K/2 code bytes
@@ -332,7 +333,7 @@ SPARK_BLOCK w4a16_int16_block(const avx2_job *j, int n, int t0, const int TB,
         spark_hsum_ps(acc[t]) - offset[t];
 }
 
-/* w8a16: int8 codes, one scale per row; four tokens (one token: w8a16_row). */
+/* w8a16: int8 codes, one scale per row. */
 SPARK_BLOCK w8a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
   const int K = j->K, G = kInputGroup, groups = K / G;
   __m256 acc[4];
@@ -345,6 +346,8 @@ SPARK_BLOCK w8a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
       dot[t] = _mm256_setzero_si256();
     for (int q = 0; q < G / 16; ++q) { /* 16 codes */
       const uint8_t *line = row + (size_t)g * G + 16 * q;
+      if (TB == 1 && q % 4 == 0)
+        prefetch_line(line);
       const __m256i w16 =
           _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)line));
       for (int t = 0; t < TB; ++t) {
@@ -368,14 +371,22 @@ SPARK_BLOCK w8a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
 
 /* ---- decode rows ------------------------------------------------------- */
 
-/* One token against an int8 row (w8a16), in 128-bit vectors: 8 codes
- * widened by one vpmovsxbw from memory, two int32 chains per group. On
- * AMD Zen 1, where a 256-bit instruction runs as two 128-bit halves and
- * only one pipe multiplies integers, the 256-bit vpmovsxbw (which crosses
- * lanes) held w8a16_int16_block's row to 12.7 GB/s from L1 against 15.9
- * for this one (a harness of one 2048-code row, AMD EPYC 7001 guest). */
-static inline __attribute__((always_inline)) void w8a16_row(const avx2_job *j,
-                                                            int n, int t) {
+/* The decode rows run in 256-bit vectors, or in 128-bit ones on CPUs whose
+ * vector units are 128 bits wide: AMD Zen 1 and Zen+ (narrow_rows()). There
+ * a 256-bit instruction runs as two 128-bit halves and one of the four
+ * vector pipes multiplies integers; the 128-bit rows issue fewer
+ * instructions for the same multiplies and cross no lanes (AMD EPYC 7001
+ * guest, spark-kernelbench, one thread, from memory: w8a16 12.2-12.5 ->
+ * 13.7-14.0 GB/s, w4a8 8.0-9.2 -> 8.0-10.2, w4a16 5.8-7.1 -> 5.8-7.2 before
+ * the carry fix, 6.9-7.0 after; a harness of one 2048-code w8a16 row from
+ * L1: 12.7 GB/s with the 256-bit vpmovsxbw, which crosses lanes, 15.9 with
+ * this one). On CPUs with 256-bit units the 256-bit rows measured 80-99% of
+ * the stream (AMD EPYC Zen 3, 2026-12-02, docs/performance.md).
+ *
+ * One token against an int8 row (w8a16) in 128-bit vectors: 8 codes
+ * widened by one vpmovsxbw from memory, two int32 chains per group. */
+static inline __attribute__((always_inline)) void
+w8a16_row_128(const avx2_job *j, int n, int t) {
   const int K = j->K, G = kInputGroup, groups = K / G;
   const int8_t *row = (const int8_t *)j->w + (size_t)n * K;
   const int16_t *x = j->inputs16 + (size_t)t * K;
@@ -406,10 +417,128 @@ static inline __attribute__((always_inline)) void w8a16_row(const avx2_job *j,
   j->out[(size_t)t * j->out_stride + n] = _mm_cvtss_f32(s) * j->row_scales[n];
 }
 
-/* The decode rows below run in 128-bit vectors. On AMD Zen 1 a 256-bit
- * instruction runs as two 128-bit halves and only one of its four vector
- * pipes multiplies integers; the 128-bit forms issue fewer instructions
- * for the same multiplies and no lane crossings. */
+/* One group of a 4-bit row against int16 inputs split into bytes: the
+ * exact int32 dot product as f32. */
+static inline __attribute__((always_inline)) __m256
+w4a16_group(const uint8_t *row, const uint8_t *x, int g, const int G) {
+  const __m256i ones = _mm256_set1_epi16(1), high = _mm256_set1_epi16(256);
+  const uint8_t *line = row + (size_t)g * (G / 2);
+  prefetch_group(line, g, G);
+  const uint8_t *xg = x + (size_t)g * (2 * G);
+  __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+  for (int q = 0; q < G / 64; ++q) {
+    __m256i even, odd;
+    spark_nibbles(line + 32 * q, &even, &odd);
+    const uint8_t *xq = xg + 32 * q;
+    hi = _mm256_add_epi16(
+        hi,
+        _mm256_add_epi16(
+            _mm256_maddubs_epi16(even,
+                                 _mm256_load_si256((const __m256i *)(xq + G))),
+            _mm256_maddubs_epi16(
+                odd, _mm256_load_si256((const __m256i *)(xq + 3 * G / 2)))));
+    lo = _mm256_add_epi16(
+        lo,
+        _mm256_add_epi16(
+            _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)xq), even),
+            _mm256_maddubs_epi16(
+                _mm256_load_si256((const __m256i *)(xq + G / 2)), odd)));
+  }
+  return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(hi, high),
+                                             _mm256_madd_epi16(lo, ones)));
+}
+
+/* One group of a 4-bit row against int8 codes reordered into nibble order:
+ * the exact int32 dot product as f32. */
+static inline __attribute__((always_inline)) __m256
+w4a8_group(const uint8_t *row, const int8_t *x, int g, const int G) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const uint8_t *line = row + (size_t)g * (G / 2);
+  prefetch_group(line, g, G);
+  const int8_t *xg = x + (size_t)g * G;
+  __m256i part = _mm256_setzero_si256();
+  for (int q = 0; q < G / 64; ++q) {
+    __m256i even, odd;
+    spark_nibbles(line + 32 * q, &even, &odd);
+    const int8_t *c = xg + 32 * q;
+    part = _mm256_add_epi16(
+        part,
+        _mm256_add_epi16(
+            _mm256_maddubs_epi16(even, _mm256_load_si256((const __m256i *)c)),
+            _mm256_maddubs_epi16(
+                odd, _mm256_load_si256((const __m256i *)(c + G / 2)))));
+  }
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(part, ones));
+}
+
+/* One token against one 4-bit row, G and a8 (w4a8, else w4a16) constant
+ * after inlining. Eight groups at a time: their factors as one vector (lane
+ * i broadcast with vpermps) and the terms that come off (w4a16: scale x zero
+ * x input sum; w4a8: 8 x scale x code sum) as vector FMAs; two accumulators
+ * in registers. */
+SPARK_BLOCK four_bit_row(const avx2_job *j, int n, int t, const int G,
+                         const int a8) {
+  const int K = j->K, groups = K / G;
+  const uint8_t *row = j->w + (size_t)n * j->w_stride;
+  const uint16_t *scales = j->scales + (size_t)n * j->s_stride,
+                 *zeros = a8 ? NULL : j->zeros + (size_t)n * j->s_stride;
+  prefetch_sides(j, row);
+  const float *sums = j->sums + (size_t)t * groups,
+              *input_scales = a8 ? NULL : j->input_scales + (size_t)t * groups;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 offset = _mm256_setzero_ps();
+  float tail_offset = 0.0f;
+  for (int g0 = 0; g0 < groups; g0 += 8) {
+    const int count = groups - g0 < 8 ? groups - g0 : 8;
+    __m256 factor;
+    if (count == 8) {
+      const __m256 scale =
+          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + g0)));
+      const __m256 term =
+          a8 ? scale
+             : _mm256_mul_ps(scale, _mm256_cvtph_ps(_mm_loadu_si128(
+                                        (const __m128i *)(zeros + g0))));
+      factor =
+          a8 ? scale : _mm256_mul_ps(scale, _mm256_loadu_ps(input_scales + g0));
+      offset = _mm256_fmadd_ps(term, _mm256_loadu_ps(sums + g0), offset);
+    } else {
+      float f[8] = {0};
+      for (int i = 0; i < count; ++i) {
+        const float scale = _cvtsh_ss(scales[g0 + i]);
+        f[i] = a8 ? scale : scale * input_scales[g0 + i];
+        tail_offset +=
+            (a8 ? scale : scale * _cvtsh_ss(zeros[g0 + i])) * sums[g0 + i];
+      }
+      factor = _mm256_loadu_ps(f);
+    }
+#define SPARK_GROUP_DOT(g)                                                     \
+  (a8 ? w4a8_group(row, j->codes + (size_t)t * K, g, G)                        \
+      : w4a16_group(row, j->input_bytes + (size_t)t * groups * (2 * G), g, G))
+    if (count == 8) {
+      for (int i = 0; i < 8; i += 2) {
+        acc0 = _mm256_fmadd_ps(
+            SPARK_GROUP_DOT(g0 + i),
+            _mm256_permutevar8x32_ps(factor, _mm256_set1_epi32(i)), acc0);
+        acc1 = _mm256_fmadd_ps(
+            SPARK_GROUP_DOT(g0 + i + 1),
+            _mm256_permutevar8x32_ps(factor, _mm256_set1_epi32(i + 1)), acc1);
+      }
+    } else {
+      for (int i = 0; i < count; ++i)
+        acc0 = _mm256_fmadd_ps(
+            SPARK_GROUP_DOT(g0 + i),
+            _mm256_permutevar8x32_ps(factor, _mm256_set1_epi32(i)), acc0);
+    }
+#undef SPARK_GROUP_DOT
+  }
+  const float dot = spark_hsum_ps(_mm256_add_ps(acc0, acc1)),
+              off = spark_hsum_ps(offset) + tail_offset;
+  j->out[(size_t)t * j->out_stride + n] =
+      a8 ? (dot - 8.0f * off) * j->token_scales[t] : dot - off;
+}
+
+/* The same rows in 128-bit vectors (w8a16_row_128 above too), for CPUs
+ * whose vector units are 128 bits wide (narrow_rows()). */
 
 /* The 32 codes of 16 packed bytes at p: the low nibbles (even indices) and
  * the high ones (odd), a byte each. */
@@ -425,7 +554,7 @@ nibbles16(const uint8_t *p, __m128i *even, __m128i *odd) {
  * exact int32 dot product as f32. A lane of `hi` sums up to 8 pair sums of
  * 2 x 15 x 128 (G = 128), below 2^15. */
 static inline __attribute__((always_inline)) __m128
-w4a16_group(const uint8_t *row, const uint8_t *x, int g, const int G) {
+w4a16_group_128(const uint8_t *row, const uint8_t *x, int g, const int G) {
   const __m128i ones = _mm_set1_epi16(1), high = _mm_set1_epi16(256);
   const uint8_t *line = row + (size_t)g * (G / 2);
   prefetch_group(line, g, G);
@@ -459,7 +588,7 @@ w4a16_group(const uint8_t *row, const uint8_t *x, int g, const int G) {
 /* One group of a 4-bit row against int8 codes reordered into nibble order:
  * the exact int32 dot product as f32. */
 static inline __attribute__((always_inline)) __m128
-w4a8_group(const uint8_t *row, const int8_t *x, int g, const int G) {
+w4a8_group_128(const uint8_t *row, const int8_t *x, int g, const int G) {
   const __m128i ones = _mm_set1_epi16(1);
   const uint8_t *line = row + (size_t)g * (G / 2);
   prefetch_group(line, g, G);
@@ -485,8 +614,8 @@ w4a8_group(const uint8_t *row, const int8_t *x, int g, const int G) {
  * vector (each then broadcast from memory) and the terms that come off
  * (w4a16: scale x zero x input sum; w4a8: 8 x scale x code sum) as vector
  * FMAs; two accumulators in registers. */
-SPARK_BLOCK four_bit_row(const avx2_job *j, int n, int t, const int G,
-                         const int a8) {
+SPARK_BLOCK four_bit_row_128(const avx2_job *j, int n, int t, const int G,
+                             const int a8) {
   const int K = j->K, groups = K / G;
   const uint8_t *row = j->w + (size_t)n * j->w_stride;
   const uint16_t *scales = j->scales + (size_t)n * j->s_stride,
@@ -521,8 +650,9 @@ SPARK_BLOCK four_bit_row(const avx2_job *j, int n, int t, const int G,
       }
     }
 #define SPARK_GROUP_DOT(g)                                                     \
-  (a8 ? w4a8_group(row, j->codes + (size_t)t * K, g, G)                        \
-      : w4a16_group(row, j->input_bytes + (size_t)t * groups * (2 * G), g, G))
+  (a8 ? w4a8_group_128(row, j->codes + (size_t)t * K, g, G)                    \
+      : w4a16_group_128(row, j->input_bytes + (size_t)t * groups * (2 * G), g, \
+                        G))
     if (count == 8) {
       for (int i = 0; i < 8; i += 2) {
         acc0 = _mm_fmadd_ps(SPARK_GROUP_DOT(g0 + i),
@@ -662,8 +792,12 @@ SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
     w8a8_block(j, n, t0, TB);
     break;
   case kW4A8: /* one token: prefill runs w4a8_tile */
-    j->group == 128 ? four_bit_row(j, n, t0, 128, 1)
-                    : four_bit_row(j, n, t0, 64, 1);
+    if (j->narrow)
+      j->group == 128 ? four_bit_row_128(j, n, t0, 128, 1)
+                      : four_bit_row_128(j, n, t0, 64, 1);
+    else
+      j->group == 128 ? four_bit_row(j, n, t0, 128, 1)
+                      : four_bit_row(j, n, t0, 64, 1);
     break;
   case kW4A16:
     w4a16_block(j, n, t0, TB);
@@ -675,7 +809,10 @@ SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
     wide_block(j, 1, n, t0, TB);
     break;
   case kW4A16Int16:
-    if (TB == 1)
+    if (TB == 1 && j->narrow)
+      j->group == 128 ? four_bit_row_128(j, n, t0, 128, 0)
+                      : four_bit_row_128(j, n, t0, 64, 0);
+    else if (TB == 1)
       j->group == 128 ? four_bit_row(j, n, t0, 128, 0)
                       : four_bit_row(j, n, t0, 64, 0);
     else if (j->group == 128) /* G constant: 1.4x at K = 2048, 4 tokens */
@@ -684,8 +821,8 @@ SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
       w4a16_int16_block(j, n, t0, TB, 64);
     break;
   case kW8A16Int16:
-    if (TB == 1)
-      w8a16_row(j, n, t0);
+    if (TB == 1 && j->narrow)
+      w8a16_row_128(j, n, t0);
     else
       w8a16_int16_block(j, n, t0, TB);
     break;
@@ -740,9 +877,24 @@ static int run_rows(avx2_job *job, int (*task)(void *, int, uint8_t *)) {
 
 /* ---- entry points ------------------------------------------------------- */
 
+/* Whether the decode rows run in 128-bit vectors: on AMD Zen 1 and Zen+
+ * (family 0x17 before Zen 2), whose vector units are 128 bits wide.
+ * SPARK_AVX2_OTHER_ROWS (the copy in test/unit/X86Avx2Other.c) takes the
+ * other rows, so that the tests check both on every CPU. */
+static int narrow_rows(void) {
+  __builtin_cpu_init();
+  const int narrow = __builtin_cpu_is("znver1");
+#ifdef SPARK_AVX2_OTHER_ROWS
+  return !narrow;
+#else
+  return narrow;
+#endif
+}
+
 static avx2_job job_of(halide_buffer_t *x, halide_buffer_t *w,
                        halide_buffer_t *out) {
   avx2_job job = {0};
+  job.narrow = narrow_rows();
   job.w = (const uint8_t *)w->host;
   job.out = (float *)out->host;
   job.K = x->dim[0].extent;
