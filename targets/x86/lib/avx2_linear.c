@@ -377,11 +377,14 @@ SPARK_BLOCK w8a16_int16_block(const avx2_job *j, int n, int t0, const int TB) {
  * vector pipes multiplies integers; the 128-bit rows issue fewer
  * instructions for the same multiplies and cross no lanes (AMD EPYC 7001
  * guest, spark-kernelbench, one thread, from memory: w8a16 12.2-12.5 ->
- * 13.7-14.0 GB/s, w4a8 8.0-9.2 -> 8.0-10.2, w4a16 5.8-7.1 -> 5.8-7.2 before
- * the carry fix, 6.9-7.0 after; a harness of one 2048-code w8a16 row from
- * L1: 12.7 GB/s with the 256-bit vpmovsxbw, which crosses lanes, 15.9 with
- * this one). On CPUs with 256-bit units the 256-bit rows measured 80-99% of
- * the stream (AMD EPYC Zen 3, 2026-12-02, docs/performance.md).
+ * 13.7-14.0 GB/s, w4a16 5.8 -> 6.8-7.1, w4a8 7.1-9.3 -> 7.0-11.6 (noisy);
+ * a harness of one 2048-code w8a16 row from L1: 12.7 GB/s with the 256-bit
+ * vpmovsxbw, which crosses lanes, 15.9 with this one). The 4-bit prefill
+ * blocks and tiles follow the rows (w4a16_int16_block_128, w4a8_tile_128:
+ * in a harness of K = N = 2048, 64 tokens, one thread, three alternating
+ * rounds, w4a16 12.0-12.1 -> 13.3-13.4 GMAC/s, w4a8 20.8-20.9 -> 24.0-24.3). On
+ * CPUs with 256-bit units the 256-bit rows measured 80-99% of the stream (AMD
+ * EPYC Zen 3, 2026-12-02, docs/performance.md).
  *
  * One token against an int8 row (w8a16) in 128-bit vectors: 8 codes
  * widened by one vpmovsxbw from memory, two int32 chains per group. */
@@ -780,6 +783,117 @@ SPARK_BLOCK w4a8_tile(const avx2_job *j, int n0, int t0, const int R,
           j->token_scales[t0 + t];
 }
 
+/* w4a16_int16_block in 128-bit vectors (narrow_rows()): 16 bytes a step, so
+ * a lane of `lo` gathers up to 8 pair sums of 2 x 255 x 15, past 2^15: taken
+ * as signed with the top bit flipped, 65536 added back per int32 lane. */
+SPARK_BLOCK w4a16_int16_block_128(const avx2_job *j, int n, int t0,
+                                  const int TB, const int G) {
+  const int K = j->K, groups = K / G;
+  const __m128i ones = _mm_set1_epi16(1), high = _mm_set1_epi16(256);
+  const __m128i flip = _mm_set1_epi16((short)0x8000);
+  __m128 acc[4];
+  float offset[4], factor[4][8];
+  for (int t = 0; t < TB; ++t) {
+    acc[t] = _mm_setzero_ps();
+    offset[t] = 0.0f;
+  }
+  const uint8_t *row = j->w + (size_t)n * j->w_stride;
+  for (int g = 0; g < groups; ++g) {
+    if (g % 8 == 0)
+      for (int t = 0; t < TB; ++t)
+        offset[t] += group_factors(j, n, t0 + t, g, factor[t]);
+    const uint8_t *line = row + (size_t)g * (G / 2);
+    __m128i hi[4], lo[4];
+    for (int t = 0; t < TB; ++t)
+      hi[t] = lo[t] = _mm_setzero_si128();
+    for (int q = 0; q < G / 32; ++q) { /* 16 bytes: 16 even + 16 odd codes */
+      __m128i even, odd;
+      nibbles16(line + 16 * q, &even, &odd);
+      for (int t = 0; t < TB; ++t) {
+        const uint8_t *x =
+            j->input_bytes + ((size_t)(t0 + t) * groups + g) * (2 * G) + 16 * q;
+        hi[t] = _mm_add_epi16(
+            hi[t],
+            _mm_add_epi16(
+                _mm_maddubs_epi16(even,
+                                  _mm_load_si128((const __m128i *)(x + G))),
+                _mm_maddubs_epi16(
+                    odd, _mm_load_si128((const __m128i *)(x + 3 * G / 2)))));
+        lo[t] = _mm_add_epi16(
+            lo[t],
+            _mm_add_epi16(
+                _mm_maddubs_epi16(_mm_load_si128((const __m128i *)x), even),
+                _mm_maddubs_epi16(_mm_load_si128((const __m128i *)(x + G / 2)),
+                                  odd)));
+      }
+    }
+    for (int t = 0; t < TB; ++t) {
+      const __m128i dot = _mm_add_epi32(
+          _mm_add_epi32(_mm_madd_epi16(hi[t], high),
+                        _mm_madd_epi16(_mm_xor_si128(lo[t], flip), ones)),
+          _mm_set1_epi32(65536));
+      acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(dot), _mm_set1_ps(factor[t][g % 8]),
+                            acc[t]);
+    }
+  }
+  for (int t = 0; t < TB; ++t) {
+    __m128 s = _mm_add_ps(acc[t], _mm_movehl_ps(acc[t], acc[t]));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    j->out[(size_t)(t0 + t) * j->out_stride + n] = _mm_cvtss_f32(s) - offset[t];
+  }
+}
+
+/* w4a8_tile in 128-bit vectors (narrow_rows()): a lane of `part` gathers up
+ * to 8 pair sums of 2 x 15 x 127 (G = 128), below 2^15. */
+SPARK_BLOCK w4a8_tile_128(const avx2_job *j, int n0, int t0, const int R,
+                          const int TB, const int G) {
+  const int K = j->K, groups = K / G;
+  const __m128i ones = _mm_set1_epi16(1);
+  __m128 acc[2][4];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < TB; ++t)
+      acc[r][t] = _mm_setzero_ps();
+  for (int g = 0; g < groups; ++g) {
+    __m128i part[2][4];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < TB; ++t)
+        part[r][t] = _mm_setzero_si128();
+    for (int q = 0; q < G / 32; ++q) {
+      __m128i even[2], odd[2];
+      for (int r = 0; r < R; ++r)
+        nibbles16(j->w + (size_t)(n0 + r) * j->w_stride + (size_t)g * (G / 2) +
+                      16 * q,
+                  &even[r], &odd[r]);
+      for (int t = 0; t < TB; ++t) {
+        const int8_t *c =
+            j->codes + (size_t)(t0 + t) * K + (size_t)g * G + 16 * q;
+        const __m128i xe = _mm_load_si128((const __m128i *)c);
+        const __m128i xo = _mm_load_si128((const __m128i *)(c + G / 2));
+        for (int r = 0; r < R; ++r)
+          part[r][t] = _mm_add_epi16(
+              part[r][t], _mm_add_epi16(_mm_maddubs_epi16(even[r], xe),
+                                        _mm_maddubs_epi16(odd[r], xo)));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m128 scale =
+          _mm_set1_ps(_cvtsh_ss(j->scales[(size_t)(n0 + r) * j->s_stride + g]));
+      for (int t = 0; t < TB; ++t)
+        acc[r][t] =
+            _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(part[r][t], ones)),
+                         scale, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < TB; ++t) {
+      __m128 s = _mm_add_ps(acc[r][t], _mm_movehl_ps(acc[r][t], acc[r][t]));
+      s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+      j->out[(size_t)(t0 + t) * j->out_stride + n0 + r] =
+          (_mm_cvtss_f32(s) - 8.0f * scaled_sums(j, n0 + r, t0 + t)) *
+          j->token_scales[t0 + t];
+    }
+}
+
 /* ---- tasks -------------------------------------------------------------- */
 
 enum { kW8A8, kW4A8, kW4A16, kW8A16, kBF16, kW4A16Int16, kW8A16Int16 };
@@ -815,6 +929,10 @@ SPARK_BLOCK block(const avx2_job *j, const int kind, int n, int t0,
     else if (TB == 1)
       j->group == 128 ? four_bit_row(j, n, t0, 128, 0)
                       : four_bit_row(j, n, t0, 64, 0);
+    else if (j->narrow && j->group == 128)
+      w4a16_int16_block_128(j, n, t0, TB, 128);
+    else if (j->narrow)
+      w4a16_int16_block_128(j, n, t0, TB, 64);
     else if (j->group == 128) /* G constant: 1.4x at K = 2048, 4 tokens */
       w4a16_int16_block(j, n, t0, TB, 128);
     else
@@ -841,6 +959,10 @@ run_task(int task, const avx2_job *j, const int kind) {
       for (int n = n0; n < n1; n += 2)
         if (kind == kW8A8)
           w8a8_tile(j, n, t0, 2, 4);
+        else if (j->narrow && j->group == 128)
+          w4a8_tile_128(j, n, t0, 2, 4, 128);
+        else if (j->narrow)
+          w4a8_tile_128(j, n, t0, 2, 4, 64);
         else if (j->group == 128)
           w4a8_tile(j, n, t0, 2, 4, 128);
         else
