@@ -415,9 +415,8 @@ w8a16_row_128(const avx2_job *j, int n, int t) {
     acc = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_add_epi32(even, odd)),
                        _mm_set1_ps(input_scales[g]), acc);
   }
-  __m128 s = _mm_add_ps(acc, _mm_movehl_ps(acc, acc));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  j->out[(size_t)t * j->out_stride + n] = _mm_cvtss_f32(s) * j->row_scales[n];
+  j->out[(size_t)t * j->out_stride + n] =
+      spark_hsum128_ps(acc) * j->row_scales[n];
 }
 
 /* One group of a 4-bit row against int16 inputs split into bytes: the
@@ -670,10 +669,8 @@ SPARK_BLOCK four_bit_row_128(const avx2_job *j, int n, int t, const int G,
     }
 #undef SPARK_GROUP_DOT
   }
-  __m128 s = _mm_add_ps(acc0, acc1);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  const float dot = _mm_cvtss_f32(s), off = spark_hsum_ps(offset) + tail_offset;
+  const float dot = spark_hsum128_ps(_mm_add_ps(acc0, acc1)),
+              off = spark_hsum_ps(offset) + tail_offset;
   j->out[(size_t)t * j->out_stride + n] =
       a8 ? (dot - 8.0f * off) * j->token_scales[t] : dot - off;
 }
@@ -837,9 +834,8 @@ SPARK_BLOCK w4a16_int16_block_128(const avx2_job *j, int n, int t0,
     }
   }
   for (int t = 0; t < TB; ++t) {
-    __m128 s = _mm_add_ps(acc[t], _mm_movehl_ps(acc[t], acc[t]));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    j->out[(size_t)(t0 + t) * j->out_stride + n] = _mm_cvtss_f32(s) - offset[t];
+    j->out[(size_t)(t0 + t) * j->out_stride + n] =
+        spark_hsum128_ps(acc[t]) - offset[t];
   }
 }
 
@@ -886,10 +882,9 @@ SPARK_BLOCK w4a8_tile_128(const avx2_job *j, int n0, int t0, const int R,
   }
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < TB; ++t) {
-      __m128 s = _mm_add_ps(acc[r][t], _mm_movehl_ps(acc[r][t], acc[r][t]));
-      s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
       j->out[(size_t)(t0 + t) * j->out_stride + n0 + r] =
-          (_mm_cvtss_f32(s) - 8.0f * scaled_sums(j, n0 + r, t0 + t)) *
+          (spark_hsum128_ps(acc[r][t]) -
+           8.0f * scaled_sums(j, n0 + r, t0 + t)) *
           j->token_scales[t0 + t];
     }
 }

@@ -6,11 +6,15 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-static inline float spark_hsum_ps(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+static inline float spark_hsum128_ps(__m128 s) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+static inline float spark_hsum_ps(__m256 v) {
+  return spark_hsum128_ps(
+      _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
 }
 
 static inline int32_t spark_hsum_epi32(__m256i v) {
